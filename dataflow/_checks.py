@@ -1,0 +1,18 @@
+"""Argument checks shared by every stage: they raise with the stage name and the value."""
+
+from __future__ import annotations
+
+import numbers
+
+__all__ = ["check_int"]
+
+
+def check_int(stage: str, name: str, value: object, minimum: int = 1, allow: tuple[int, ...] = ()) -> int:
+    """``value`` as an ``int`` >= ``minimum`` (or one of ``allow``), else a ``ValueError``/``TypeError``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{stage}: {name} must be an int, got {type(value).__name__} ({value!r})")
+    value = int(value)
+    if value < minimum and value not in allow:
+        extra = f" (or {', '.join(map(str, allow))})" if allow else ""
+        raise ValueError(f"{stage}: {name} must be >= {minimum}{extra}, got {value}")
+    return value

@@ -1,0 +1,160 @@
+"""The DataFlow protocol: :class:`DataFlow`, :class:`ProxyDataFlow`, :class:`RNGDataFlow`.
+
+A DataFlow is a re-iterable of *datapoints* (a list/tuple or dict of components):
+
+- ``reset_state()`` is called once, in the process that will iterate, before the first
+  ``__iter__``. It opens files, seeds RNGs and starts workers; ``__init__`` never does,
+  so a flow can be built, pickled and forked cheaply.
+- ``__iter__()`` yields one *epoch*. A finite flow can be iterated again right after.
+- ``__len__()`` is optional; when defined it is exact unless documented as an upper bound.
+  Flows that cannot know it raise :class:`~dataflow.errors.LengthUnknownError`.
+- ``close()`` releases what the flow owns; every flow is a context manager that closes.
+
+Fluent methods (``df.map(f).batch(64)``) come from :class:`~dataflow._fluent.FluentMixin`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Union
+
+import numpy as np
+
+from . import seeding
+from ._fluent import FluentMixin
+from .errors import DataFlowNotReset, DataFlowReentrantError, LengthUnknownError
+
+__all__ = ["DataFlow", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
+
+#: A datapoint: a list/tuple of components, or a dict of named components.
+Datapoint = Union[list, tuple, dict]
+
+
+class DataFlow(FluentMixin):
+    """Base class of every flow. Subclasses implement ``__iter__`` (and ``__len__`` if known).
+
+    Thread/fork safety: a flow is built in one process and may be forked or pickled before
+    ``reset_state()``; after it, it belongs to the process (and, unless documented, the
+    thread) that iterates it.
+    """
+
+    def __iter__(self) -> Iterator[Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+    def __len__(self) -> int:
+        raise LengthUnknownError(f"{type(self).__name__} does not know its length")
+
+    def reset_state(self) -> None:
+        """Prepare to iterate in this process (seed RNGs, open files, start workers)."""
+
+    def close(self) -> None:
+        """Release processes, threads, sockets, shared memory and files this flow owns."""
+
+    def __enter__(self) -> DataFlow:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class ReentrancyGuard:
+    """Makes a second concurrent ``__iter__`` of a stateful flow fail loudly.
+
+    Use inside the generator: ``with self._guard: yield from ...``. The guard is released
+    when the epoch ends or when the iterator is closed or garbage-collected.
+    """
+
+    __slots__ = ("_lock", "_owner")
+
+    def __init__(self, owner: str) -> None:
+        self._lock = threading.Lock()
+        self._owner = owner
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise DataFlowReentrantError(
+                f"{self._owner} is not reentrant: it is already being iterated. Finish or "
+                f"close the first iterator before starting another, or build a second flow."
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def __getstate__(self) -> str:
+        return self._owner
+
+    def __setstate__(self, owner: str) -> None:
+        self.__init__(owner)  # type: ignore[misc]
+
+
+def _check_upstream(stage: str, ds: object) -> None:
+    if not (hasattr(ds, "__iter__") and hasattr(ds, "reset_state")):
+        hint = " wrap it with DataFromList(...)" if isinstance(ds, (list, tuple)) else ""
+        raise TypeError(
+            f"{stage}: the upstream must be a DataFlow (with __iter__ and reset_state), "
+            f"got {type(ds).__name__};{hint or ' wrap it with DataFromIterable(...)'}"
+        )
+
+
+class ProxyDataFlow(DataFlow):
+    """A flow that wraps one upstream flow ``ds`` and forwards ``reset_state``, ``close``
+    and ``len`` to it; subclasses override what they change."""
+
+    def __init__(self, ds: DataFlow) -> None:
+        _check_upstream(type(self).__name__, ds)
+        self.ds = ds
+
+    def reset_state(self) -> None:
+        self.ds.reset_state()
+
+    def close(self) -> None:
+        self.ds.close()
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.ds)
+
+
+class RNGDataFlow(DataFlow):
+    """A flow with its own random generator ``self.rng`` (a :class:`numpy.random.Generator`).
+
+    ``self.rng`` is (re)created by ``reset_state()`` from ``seed=`` (or
+    :func:`dataflow.set_seed`, or fresh entropy; see :mod:`dataflow.seeding`): the same
+    seed gives the same stream. Subclasses written for tensorpack that never call
+    ``super().__init__()`` still work (no seed then). Note the Generator API:
+    ``rng.integers`` instead of ``RandomState.randint``.
+    """
+
+    _seed: int | None = None
+    _rng: np.random.Generator | None = None
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._seed = seeding.check_seed(type(self).__name__, seed)
+        self._rng = None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The generator; raises :class:`DataFlowNotReset` before ``reset_state()``."""
+        rng = self._rng
+        if rng is None:
+            raise DataFlowNotReset(
+                f"{type(self).__name__} was iterated before reset_state(); call "
+                f"df.reset_state() once, in the process that iterates, before the first epoch"
+            )
+        return rng
+
+    @rng.setter
+    def rng(self, value: np.random.Generator) -> None:
+        self._rng = value
+
+    def reset_state(self) -> None:
+        self._rng = np.random.default_rng(seeding.seed_sequence(self._seed))

@@ -1,0 +1,79 @@
+"""Seeds for every RNG-using flow, derived with :class:`numpy.random.SeedSequence`.
+
+Rules, in order:
+
+1. A flow built with ``seed=N`` uses ``SeedSequence(N)``.
+2. Otherwise, after :func:`set_seed`, each flow that resets takes the next child of the
+   global ``SeedSequence`` (``spawn``), so a program that builds and resets its flows in
+   the same order gets the same streams on every run.
+3. Otherwise, fresh OS entropy: every run differs.
+
+Inside a worker (see :mod:`dataflow.parallel`), the runner calls :func:`enter_worker` so
+that rule 1 and 2 seeds become the worker's child of that sequence
+(``SeedSequence(N).spawn(n)[i]``): workers of one runner draw distinct, reproducible
+streams. Thread safety: :func:`set_seed` and :func:`seed_sequence` take a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+__all__ = ["enter_worker", "get_seed", "seed_sequence", "set_seed"]
+
+_lock = threading.Lock()
+_global_root: np.random.SeedSequence | None = None
+_global_seed: int | None = None
+_worker_key: tuple[int, ...] = ()
+
+
+def set_seed(seed: int | None) -> None:
+    """Make every flow without its own ``seed=`` reproducible (``None`` restores fresh entropy).
+
+    Call it before the flows are reset. Each later ``reset_state()`` of an RNG-using flow
+    draws the next child of ``SeedSequence(seed)``.
+    """
+    global _global_root, _global_seed
+    if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValueError(f"set_seed: seed must be a non-negative int or None, got {seed!r}")
+    with _lock:
+        _global_seed = None if seed is None else int(seed)
+        _global_root = None if seed is None else np.random.SeedSequence(int(seed))
+
+
+def get_seed() -> int | None:
+    """The seed given to :func:`set_seed`, or ``None``."""
+    return _global_seed
+
+
+def enter_worker(worker_key: tuple[int, ...]) -> None:
+    """Mark this process/thread-pool as worker ``worker_key`` (called by parallel runners).
+
+    Seeds given explicitly or through :func:`set_seed` are then spawned along this key, so
+    each worker of a runner gets its own reproducible stream.
+    """
+    global _worker_key, _global_root
+    with _lock:
+        _worker_key = tuple(int(k) for k in worker_key)
+        if _global_seed is not None:
+            _global_root = np.random.SeedSequence(_global_seed, spawn_key=_worker_key)
+
+
+def seed_sequence(seed: int | None = None) -> np.random.SeedSequence:
+    """The :class:`~numpy.random.SeedSequence` a flow built with ``seed=`` should use now."""
+    if seed is not None:
+        return np.random.SeedSequence(int(seed), spawn_key=_worker_key)
+    with _lock:
+        if _global_root is not None:
+            return _global_root.spawn(1)[0]
+    return np.random.SeedSequence()
+
+
+def check_seed(stage: str, seed: object) -> int | None:
+    """Validate a ``seed=`` argument of ``stage``; returns it as ``int`` or ``None``."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"{stage}: seed must be a non-negative int or None, got {seed!r}")
+    return int(seed)
