@@ -1,0 +1,81 @@
+"""Batching variable-length data: :class:`PaddedBatchData` (the ``padded_batch`` counterpart)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..base import DataFlow
+from ..errors import ComponentError
+from ._stack import collate, stack_component
+from .batch import BatchData
+
+__all__ = ["PaddedBatchData"]
+
+
+class PaddedBatchData(BatchData):
+    """Like :class:`BatchData`, but array components of different shapes are padded.
+
+    Every array (or list of numbers) component is padded at the end of each axis to the
+    largest size in the batch, with ``padding_value`` — one value for all components, or a
+    mapping from component index/key to value (components not in it pad with 0). All
+    elements of a component must have the same number of dimensions. Scalars, strings and
+    objects are batched as by :class:`BatchData`. Ordering, epochs and ``len`` follow
+    :class:`BatchData` (``remainder`` decides the last incomplete batch).
+    """
+
+    def __init__(
+        self,
+        ds: DataFlow,
+        batch_size: int,
+        padding_value: Any = 0,
+        remainder: bool = False,
+    ) -> None:
+        super().__init__(ds, batch_size, remainder=remainder)
+        self.padding_value = padding_value
+
+    def _pad_value(self, key: Any) -> Any:
+        if isinstance(self.padding_value, Mapping):
+            return self.padding_value.get(key, 0)
+        return self.padding_value
+
+    def _batch(self, holder: list[Any]) -> Any:
+        stage = type(self).__name__
+        columns = collate(stage, holder, use_list=True)
+        if isinstance(columns, dict):
+            return {k: self._pad_component(k, v) for k, v in columns.items()}
+        return [self._pad_component(i, v) for i, v in enumerate(columns)]
+
+    def _pad_component(self, key: Any, values: Sequence[Any]) -> Any:
+        stage = type(self).__name__
+        first = values[0]
+        if not isinstance(first, (np.ndarray, list, tuple)):
+            return stack_component(stage, key, values)
+        arrays = [np.asarray(v) for v in values]
+        ndims = {a.ndim for a in arrays}
+        if len(ndims) != 1 or arrays[0].dtype.kind in "OUS":
+            shapes = sorted({str(a.shape) for a in arrays})
+            raise ComponentError(
+                f"{stage}: component {key!r} cannot be padded: its elements must be numeric "
+                f"arrays with the same number of dimensions, got shapes {', '.join(shapes)} "
+                f"and dtypes {sorted({str(a.dtype) for a in arrays})}"
+            )
+        max_shape = tuple(np.max([a.shape for a in arrays], axis=0)) if arrays[0].ndim else ()
+        dtype = np.result_type(*arrays)
+        out = np.full((len(arrays), *max_shape), self._pad_value(key), dtype=dtype)
+        for row, a in zip(out, arrays):
+            row[tuple(slice(0, n) for n in a.shape)] = a
+        return out
+
+    def __iter__(self) -> Iterator[Any]:
+        bs = self.batch_size
+        holder: list[Any] = []
+        for dp in self.ds:
+            holder.append(dp)
+            if len(holder) == bs:
+                yield self._batch(holder)
+                holder = []
+        if holder and self.remainder:
+            yield self._batch(holder)
