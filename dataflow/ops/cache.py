@@ -26,7 +26,7 @@ class CacheData(ProxyDataFlow, RNGDataFlow):
     def __init__(self, ds: DataFlow, shuffle: bool = False, seed: int | None = None) -> None:
         ProxyDataFlow.__init__(self, ds)
         RNGDataFlow.__init__(self, seed)
-        self.shuffle = bool(shuffle)
+        self._shuffle = bool(shuffle)
         self._cache: list[Any] | None = None
         self._guard = ReentrancyGuard(type(self).__name__)
 
@@ -43,7 +43,7 @@ class CacheData(ProxyDataFlow, RNGDataFlow):
     def __iter__(self) -> Iterator[Any]:
         cache = self._cache
         if cache is not None:
-            if self.shuffle:
+            if self._shuffle:
                 order = self.rng.permutation(len(cache)).tolist()
                 yield from (cache[i] for i in order)
             else:

@@ -45,12 +45,12 @@ class InterleaveData(ProxyDataFlow):
     def __len__(self) -> int:
         raise LengthUnknownError("InterleaveData: the total length depends on the sub-flows")
 
-    def _open(self, dp: Any) -> Iterator[Any]:
+    def _open(self, dp: Any) -> tuple[Any, Iterator[Any]]:
         sub = self.func(dp)
         if hasattr(sub, "reset_state"):
             sub.reset_state()
         try:
-            return iter(sub)
+            return sub, iter(sub)
         except TypeError:
             raise TypeError(
                 f"InterleaveData: func must return a DataFlow or an iterable, got "
@@ -59,22 +59,23 @@ class InterleaveData(ProxyDataFlow):
 
     def __iter__(self) -> Iterator[Any]:
         upstream = iter(self.ds)
-        active: deque[Iterator[Any]] = deque()
+        active: deque[tuple[Any, Iterator[Any]]] = deque()
         try:
             for dp in upstream:
                 active.append(self._open(dp))
                 if len(active) == self.cycle_length:
                     break
             while active:
-                sub = active[0]
+                sub, itr = active[0]
                 taken = 0
-                for item in sub:
+                for item in itr:
                     yield item
                     taken += 1
                     if taken == self.block_length:
                         active.rotate(-1)
                         break
                 else:  # exhausted: the next element opens in the same slot, as in tf.data
+                    _close(sub, itr)
                     nxt = next(upstream, _END)
                     if nxt is _END:
                         active.popleft()
@@ -82,10 +83,16 @@ class InterleaveData(ProxyDataFlow):
                         active[0] = self._open(nxt)
                         active.rotate(-1)
         finally:
-            for sub in active:
-                close = getattr(sub, "close", None)
-                if close is not None:
-                    close()
+            for sub, itr in active:
+                _close(sub, itr)
+
+
+def _close(sub: Any, itr: Iterator[Any]) -> None:
+    """Close a sub-flow's iterator and, if it is a DataFlow, the flow itself."""
+    for obj in (itr, sub):
+        close = getattr(obj, "close", None)
+        if close is not None:
+            close()
 
 
 _END = object()

@@ -63,8 +63,9 @@ class PaddedBatchData(BatchData):
                 f"and dtypes {sorted({str(a.dtype) for a in arrays})}"
             )
         max_shape = tuple(np.max([a.shape for a in arrays], axis=0)) if arrays[0].ndim else ()
-        dtype = np.result_type(*arrays)
-        out = np.full((len(arrays), *max_shape), self._pad_value(key), dtype=dtype)
+        pad = self._pad_value(key)
+        dtype = _dtype_holding(np.result_type(*arrays), pad)
+        out = np.full((len(arrays), *max_shape), pad, dtype=dtype)
         for row, a in zip(out, arrays):
             row[tuple(slice(0, n) for n in a.shape)] = a
         return out
@@ -79,3 +80,14 @@ class PaddedBatchData(BatchData):
                 holder = []
         if holder and self.remainder:
             yield self._batch(holder)
+
+
+def _dtype_holding(dtype: np.dtype, pad: Any) -> np.dtype:
+    """``dtype``, widened just enough to hold ``pad`` exactly (uint8 data padded with -1 gives
+    int16, int data padded with 0.5 gives float64); an ordinary pad keeps ``dtype``."""
+    try:
+        if np.array(pad, dtype=dtype) == pad:
+            return dtype
+    except (OverflowError, ValueError, TypeError):
+        pass
+    return np.result_type(dtype, np.min_scalar_type(pad))
