@@ -1,0 +1,23 @@
+"""Source flows: wrap a list, generator, iterable, queue, arrays or text files; or fake data.
+
+Sources have no upstream. Those with ``shuffle=``/``seed=`` are :class:`RNGDataFlow`\\ s and
+draw one permutation per epoch from ``self.rng`` (so ``seed=`` or :func:`dataflow.set_seed`
+make the order reproducible). Fork safety: build a source anywhere, fork or pickle it
+before ``reset_state()`` (except flows over a live iterator or queue, which belong to the
+process that made them), then call ``reset_state()`` in the process that iterates.
+"""
+
+
+from .fake import FakeData
+from .memory import DataFromArrays, DataFromGenerator, DataFromIterable, DataFromList, DataFromQueue
+from .text import TextLineData
+
+__all__ = [
+    "DataFromArrays",
+    "DataFromGenerator",
+    "DataFromIterable",
+    "DataFromList",
+    "DataFromQueue",
+    "FakeData",
+    "TextLineData",
+]
