@@ -30,6 +30,9 @@ from .sources import (
     FakeData,
     TextLineData,
 )
+from .tools.printing import PrintData, describe_datapoint
+from .tools.profiling import ProfileResult, StageTiming, profile
+from .tools.speed import SpeedResult, TestDataSpeed
 
 __version__ = "0.1.0"
 
@@ -59,6 +62,8 @@ __all__ = [
     "MapData",
     "MapDataComponent",
     "PaddedBatchData",
+    "PrintData",
+    "ProfileResult",
     "ProxyDataFlow",
     "RNGDataFlow",
     "RandomChooseData",
@@ -67,11 +72,16 @@ __all__ = [
     "RepeatedData",
     "RepeatedDataPoint",
     "SelectComponent",
+    "SpeedResult",
+    "StageTiming",
     "TakeData",
+    "TestDataSpeed",
     "TextLineData",
     "WorkerDied",
     "WorkerError",
     "__version__",
+    "describe_datapoint",
+    "profile",
     "seeding",
     "set_seed",
 ]

@@ -1,0 +1,297 @@
+"""Per-stage time breakdown of an in-process chain: :func:`profile`.
+
+``profile(df)`` walks the chain from ``df`` down through the ``.ds`` attribute of each
+stage (every :class:`~dataflow.ProxyDataFlow` has one) and stops at the *source*: a flow
+without ``.ds``. A flow with several upstreams (one with a ``df_lists`` attribute, such as
+``ConcatData`` or ``JoinData``) is treated as a source too: its time includes its upstreams'.
+
+Method: each stage's ``.ds`` is temporarily replaced by a timing proxy that accumulates the
+wall time spent inside the upstream's ``next()``. A stage's *own* time is the time spent in
+its ``next()`` minus the time spent in its upstream's, minus the (calibrated) cost of the
+proxy itself. The original ``.ds`` objects are put back when profiling ends, even on error.
+
+Limits: only stages that pull from ``self.ds`` in the iterating thread are separated. A
+stage whose ``.ds`` cannot be replaced (a read-only property), or that reads its upstream
+some other way (another process, an iterator captured elsewhere), is reported with its
+upstream's time included (``includes_upstream``); the stages below it then show no items.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm import tqdm
+
+from .._checks import check_int
+from ..base import DataFlow, ProxyDataFlow
+from .speed import format_seconds
+
+__all__ = ["ProfileResult", "StageTiming", "profile"]
+
+
+@dataclass(frozen=True)
+class StageTiming:
+    """The cost of one stage.
+
+    Attributes:
+        index: position in the chain, 0 for the source.
+        name: the stage's class name.
+        detail: the function it applies (``MapData``, ``FilterData``, ...), else ``""``.
+        own_seconds: time spent in this stage itself, upstream excluded.
+        items: datapoints it produced while timed.
+        us_per_item: ``own_seconds`` in microseconds per produced datapoint (``nan`` if none).
+        share: ``own_seconds`` as a percentage of the whole chain's.
+        includes_upstream: its upstream could not be timed separately, so ``own_seconds``
+            contains it (multi-upstream flows, read-only ``.ds``, out-of-thread upstreams).
+        flow: the stage object itself.
+    """
+
+    index: int
+    name: str
+    detail: str
+    own_seconds: float
+    items: int
+    us_per_item: float
+    share: float
+    includes_upstream: bool = False
+    flow: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        """``Name(detail)`` or ``Name``."""
+        return f"{self.name}({self.detail})" if self.detail else self.name
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """Per-stage timings, from the source (``stages[0]``) to the top (``stages[-1]``).
+
+    Attributes:
+        stages: one :class:`StageTiming` per stage.
+        count: datapoints of the top stage timed.
+        seconds: wall time to produce them, profiling overhead included.
+        warmup: top-stage datapoints drawn, untimed, before.
+    """
+
+    stages: tuple[StageTiming, ...]
+    count: int
+    seconds: float
+    warmup: int = 0
+
+    @property
+    def slowest(self) -> StageTiming:
+        """The stage with the largest own time."""
+        return max(self.stages, key=lambda s: s.own_seconds)
+
+    def __str__(self) -> str:
+        width = max(len("stage"), *(len(s.label) + 1 for s in self.stages)) + 4
+        lines = [f"{'#':>2}  {'stage':<{width}}{'items':>10}{'own time':>12}{'µs/item':>11}{'share':>8}"]
+        for s in self.stages:
+            mark = "*" if s.includes_upstream else ""
+            lines.append(
+                f"{s.index:>2}  {s.label + mark:<{width}}{s.items:>10}"
+                f"{format_seconds(s.own_seconds):>12}{s.us_per_item:>11.2f}{s.share:>7.1f}%"
+            )
+        slow = self.slowest
+        lines.append(
+            f"slowest: #{slow.index} {slow.label} ({slow.share:.1f}% of the time); "
+            f"{self.count} items in {self.seconds:.3f} s with profiling on"
+        )
+        if any(s.includes_upstream for s in self.stages):
+            lines.append("* includes the time of its upstream(s), which could not be timed separately")
+        return "\n".join(lines)
+
+
+class _TimedUpstream(ProxyDataFlow):
+    """Wraps an upstream; accumulates the wall time spent inside its ``iter()``/``next()``."""
+
+    def __init__(self, ds: DataFlow) -> None:
+        super().__init__(ds)
+        self.zero()
+
+    def zero(self) -> None:
+        self.seconds = 0.0
+        self.items = 0
+        self.calls = 0  # next() calls, the final StopIteration of each epoch included
+
+    def __getattr__(self, name: str) -> Any:  # stages may read attributes of their upstream
+        if name == "ds":
+            raise AttributeError(name)
+        return getattr(self.ds, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        clock = time.perf_counter
+        t0 = clock()
+        for dp in self.ds:
+            self.seconds += clock() - t0
+            self.items += 1
+            self.calls += 1
+            yield dp
+            t0 = clock()
+        self.seconds += clock() - t0
+        self.calls += 1
+
+
+def _proxy_cost(n: int = 20000, rounds: int = 5) -> float:
+    """Seconds per ``next()`` that the timing proxy adds outside its own window (a lower
+    bound: the minimum over a few rounds over a free iterator)."""
+
+    class _Free(DataFlow):
+        def __iter__(self) -> Iterator[Any]:
+            return itertools.repeat(None, n)
+
+    best = float("inf")
+    for _ in range(rounds):
+        timed = _TimedUpstream(_Free())
+        t = time.perf_counter()
+        for _ in timed:
+            pass
+        proxied = time.perf_counter() - t
+        t = time.perf_counter()
+        for _ in _Free():
+            pass
+        plain = time.perf_counter() - t
+        best = min(best, (proxied - plain - timed.seconds) / (n + 1))
+    return max(best, 0.0)
+
+
+def _upstream_of(flow: object) -> Any:
+    """The single upstream of ``flow`` to descend into, or ``None`` for a source."""
+    if hasattr(flow, "df_lists"):
+        return None
+    try:
+        up = flow.ds  # type: ignore[attr-defined]
+    except Exception:  # no .ds, or a property that fails
+        return None
+    return up if hasattr(up, "__iter__") and hasattr(up, "reset_state") else None
+
+
+def _detail(flow: object) -> str:
+    func = getattr(flow, "func", None) or getattr(flow, "predicate", None)
+    if func is None or not callable(func):
+        return ""
+    return str(getattr(func, "__name__", None) or type(func).__name__)
+
+
+def _install(chain: list[Any]) -> tuple[list[Any], list[_TimedUpstream], list[tuple[Any, Any]]]:
+    """Put a timing proxy under each stage; returns the chain actually separated, the
+    proxies (``proxies[k]`` times ``chain[k]``) and what to restore."""
+    proxies = [_TimedUpstream(chain[0])]
+    installed: list[tuple[Any, Any]] = []
+    for k in range(len(chain) - 1):
+        stage, orig = chain[k], chain[k + 1]
+        proxy = _TimedUpstream(orig)
+        try:
+            stage.ds = proxy
+            ok = stage.ds is proxy
+        except Exception:  # read-only property, __slots__, validating setter...
+            ok = False
+        if not ok:
+            try:
+                stage.ds = orig
+            except Exception:
+                pass
+            return chain[: k + 1], proxies, installed
+        installed.append((stage, orig))
+        proxies.append(proxy)
+    return chain, proxies, installed
+
+
+def _epochs(flow: DataFlow, what: str) -> Generator[Any, None, None]:
+    """Datapoints of ``flow``, epoch after epoch; ``ValueError`` on an empty epoch."""
+    while True:
+        n = 0
+        for dp in flow:
+            n += 1
+            yield dp
+        if n == 0:
+            raise ValueError(
+                f"profile: {what} produced no datapoint in an epoch; profiling needs a flow "
+                f"that yields data"
+            )
+
+
+def profile(
+    df: DataFlow, size: int = 2000, warmup: int = 100, progress: bool = False, *, reset: bool = True
+) -> ProfileResult:
+    """Time each stage of the in-process chain ending at ``df``; see the module docstring.
+
+    Args:
+        df: the top of the chain.
+        size: datapoints of ``df`` to time (> 0); ``df`` is iterated again if it ends earlier.
+        warmup: datapoints of ``df`` drawn, untimed, first (>= 0).
+        progress: show a tqdm progress bar on stderr.
+        reset: call ``df.reset_state()`` first (once). Pass ``False`` if it was already reset.
+
+    Returns:
+        a :class:`ProfileResult`; ``str()`` of it is a table that names the slowest stage.
+    """
+    size = check_int("profile", "size", size, 1)
+    warmup = check_int("profile", "warmup", warmup, 0)
+    chain = [df]
+    while (up := _upstream_of(chain[-1])) is not None and all(up is not c for c in chain):
+        chain.append(up)
+    cost = _proxy_cost()
+    chain, proxies, installed = _install(chain)
+    stream: Generator[Any, None, None] | None = None
+    try:
+        if reset:
+            df.reset_state()
+        stream = _epochs(proxies[0], type(df).__name__)
+        for _ in itertools.islice(stream, warmup):
+            pass
+        for p in proxies:
+            p.zero()
+        with tqdm(total=size, disable=not progress, unit="dp", file=sys.stderr) as bar:
+            step, done = max(1, size // 100), 0
+            t = time.perf_counter()
+            while done < size:
+                chunk = min(step, size - done)
+                for _ in itertools.islice(stream, chunk):
+                    pass
+                done += chunk
+                bar.update(chunk)
+            seconds = time.perf_counter() - t
+    finally:
+        if stream is not None:
+            stream.close()
+        for stage, orig in reversed(installed):
+            stage.ds = orig
+    return _result(chain, proxies, cost, size, seconds, warmup)
+
+
+def _result(
+    chain: list[Any], proxies: list[_TimedUpstream], cost: float, size: int, seconds: float, warmup: int
+) -> ProfileResult:
+    own: list[float] = []
+    opaque: list[bool] = []
+    for k, p in enumerate(proxies):
+        below = proxies[k + 1] if k + 1 < len(proxies) else None
+        if below is None:
+            own.append(p.seconds)
+            opaque.append(_upstream_of(chain[k]) is not None or hasattr(chain[k], "df_lists"))
+        else:
+            own.append(max(p.seconds - below.seconds - cost * below.calls, 0.0))
+            opaque.append(below.calls == 0 and p.items > 0)
+    total = sum(own) or 1.0
+    n = len(chain)
+    stages = tuple(
+        StageTiming(
+            index=n - 1 - k,
+            name=type(chain[k]).__name__,
+            detail=_detail(chain[k]),
+            own_seconds=own[k],
+            items=proxies[k].items,
+            us_per_item=own[k] * 1e6 / proxies[k].items if proxies[k].items else float("nan"),
+            share=100.0 * own[k] / total,
+            includes_upstream=opaque[k],
+            flow=chain[k],
+        )
+        for k in reversed(range(n))
+    )
+    return ProfileResult(stages=stages, count=size, seconds=seconds, warmup=warmup)
