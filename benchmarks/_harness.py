@@ -57,13 +57,12 @@ def markdown_table(results: list[Result], reference: list[str], unit: str = "ite
     rows = [head, sep]
     for r in results:
         ratios = " | ".join(f"{r.median / by_name[n].median:.2f}x" for n in reference)
-        rows.append(
-            f"| {r.name} | {r.median:,.0f} | {min(r.rates):,.0f}–{max(r.rates):,.0f} | {ratios} |"
-        )
+        rows.append(f"| {r.name} | {r.median:,.0f} | {min(r.rates):,.0f}–{max(r.rates):,.0f} | {ratios} |")
     return "\n".join(rows)
 
 
 def machine_line() -> str:
     import os
 
-    return f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, {platform.machine()}"
+    impl = f"{platform.python_implementation()} {platform.python_version()}"
+    return f"{impl}, {os.cpu_count()} cores, {platform.machine()}"

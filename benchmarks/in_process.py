@@ -85,8 +85,10 @@ def main() -> None:
         contenders.append(peer)
     results = run_rounds(contenders, rounds=args.rounds)
     refs = ["hand-written loop"] + (["tensorpack 0.11"] if peer is not None else [])
-    print(f"in_process: map + batch({BATCH}) over {args.size:,} x [int, float32[10]], "
-          f"{args.rounds} rounds, medians; {machine_line()}\n")
+    print(
+        f"in_process: map + batch({BATCH}) over {args.size:,} x [int, float32[10]], "
+        f"{args.rounds} rounds, medians; {machine_line()}\n"
+    )
     print(markdown_table(results, refs, unit="datapoints/s"))
 
 

@@ -20,6 +20,9 @@ from .ops.map import FilterData, MapData, MapDataComponent, SelectComponent
 from .ops.padded_batch import PaddedBatchData
 from .ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from .ops.shuffle import LocallyShuffleData
+from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
+from .parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
+from .parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
 from .seeding import set_seed
 from .sources import (
     DataFromArrays,
@@ -61,6 +64,13 @@ __all__ = [
     "LocallyShuffleData",
     "MapData",
     "MapDataComponent",
+    "MultiProcessMapAndBatchDataZMQ",
+    "MultiProcessMapData",
+    "MultiProcessMapDataZMQ",
+    "MultiProcessRunner",
+    "MultiProcessRunnerZMQ",
+    "MultiThreadMapData",
+    "MultiThreadRunner",
     "PaddedBatchData",
     "PrintData",
     "ProfileResult",
@@ -77,6 +87,7 @@ __all__ = [
     "TakeData",
     "TestDataSpeed",
     "TextLineData",
+    "ThreadPrefetchData",
     "WorkerDied",
     "WorkerError",
     "__version__",

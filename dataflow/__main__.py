@@ -30,9 +30,7 @@ def _count(minimum: int) -> Callable[[str], int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m dataflow", description="Tools for dataflow pipelines."
-    )
+    parser = argparse.ArgumentParser(prog="python -m dataflow", description="Tools for dataflow pipelines.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench = sub.add_parser(
         "bench",
@@ -40,18 +38,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure how many datapoints per second a pipeline produces.",
     )
     bench.add_argument(
-        "--pipeline", default=DEMO, metavar="MODULE:FUNCTION",
+        "--pipeline",
+        default=DEMO,
+        metavar="MODULE:FUNCTION",
         help="a function returning the DataFlow to measure, e.g. mypkg.data:train_flow "
-             f"(default: the built-in demo, {DEMO})",
+        f"(default: the built-in demo, {DEMO})",
     )
-    bench.add_argument("--size", type=_count(1), default=1000,
-                       help="datapoints to time (default: %(default)s)")
-    bench.add_argument("--warmup", type=_count(0), default=10,
-                       help="datapoints to draw before timing (default: %(default)s)")
-    bench.add_argument("--profile", action="store_true",
-                       help="also print the time spent in each stage and name the slowest")
-    bench.add_argument("--no-progress", dest="progress", action="store_false",
-                       help="no progress bar")
+    bench.add_argument(
+        "--size", type=_count(1), default=1000, help="datapoints to time (default: %(default)s)"
+    )
+    bench.add_argument(
+        "--warmup", type=_count(0), default=10, help="datapoints to draw before timing (default: %(default)s)"
+    )
+    bench.add_argument(
+        "--profile", action="store_true", help="also print the time spent in each stage and name the slowest"
+    )
+    bench.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return parser
 
 
@@ -65,8 +67,11 @@ def _bench(args: argparse.Namespace) -> int:
     except _PipelineSpecError as e:
         print(f"python -m dataflow bench: error: {e}", file=sys.stderr)
         return 2
-    print(f"bench: {args.pipeline} -> {type(df).__name__}; timing {args.size} datapoints "
-          f"after {args.warmup} warmup", flush=True)
+    print(
+        f"bench: {args.pipeline} -> {type(df).__name__}; timing {args.size} datapoints "
+        f"after {args.warmup} warmup",
+        flush=True,
+    )
     try:
         result = TestDataSpeed(df, size=args.size, warmup=args.warmup, progress=args.progress).start()
         print(result, flush=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .errors import DataFlowNotReset, DataFlowReentrantError, LengthUnknownError
 __all__ = ["DataFlow", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
 
 #: A datapoint: a list/tuple of components, or a dict of named components.
-Datapoint = Union[list, tuple, dict]
+Datapoint = list | tuple | dict
 
 
 class DataFlow(FluentMixin):

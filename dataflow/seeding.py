@@ -47,17 +47,31 @@ def get_seed() -> int | None:
     return _global_seed
 
 
-def enter_worker(worker_key: tuple[int, ...]) -> None:
-    """Mark this process/thread-pool as worker ``worker_key`` (called by parallel runners).
+def enter_worker(worker_key: tuple[int, ...], seed: int | None = None) -> None:
+    """Mark this process (or thread pool) as worker ``worker_key`` of a parallel runner.
 
-    Seeds given explicitly or through :func:`set_seed` are then spawned along this key, so
-    each worker of a runner gets its own reproducible stream.
+    Called by the runners before the worker resets its flow. Afterwards:
+
+    - flows built with ``seed=N`` use ``SeedSequence(N).spawn(...)[worker_key]``;
+    - flows without one draw from ``SeedSequence(seed)`` spawned along ``worker_key``
+      (``seed`` is the runner's ``seed=``, else the :func:`set_seed` seed), or fresh entropy;
+    - Python's :mod:`random` and numpy's legacy global RNG are reseeded from the same
+      sequence, so augmentations that use them differ across workers (and are reproducible
+      when a seed is given) instead of repeating the parent's state in every fork.
     """
     global _worker_key, _global_root
+    import random
+
+    key = tuple(int(k) for k in worker_key)
+    base = seed if seed is not None else _global_seed
     with _lock:
-        _worker_key = tuple(int(k) for k in worker_key)
-        if _global_seed is not None:
-            _global_root = np.random.SeedSequence(_global_seed, spawn_key=_worker_key)
+        _worker_key = key
+        if base is not None:
+            _global_root = np.random.SeedSequence(base, spawn_key=key)
+        root = _global_root if _global_root is not None else np.random.SeedSequence()
+        state = root.spawn(1)[0].generate_state(2)
+    random.seed(int(state[0]))
+    np.random.seed(int(state[1]))
 
 
 def seed_sequence(seed: int | None = None) -> np.random.SeedSequence:

@@ -77,8 +77,7 @@ def _shape_error(stage: str, key: Any, values: Sequence[Any]) -> ComponentError:
 def _type_error(stage: str, key: Any, values: Sequence[Any]) -> ComponentError:
     kinds = sorted({type(v).__name__ for v in values})
     return ComponentError(
-        f"{stage}: component {key!r} mixes types {kinds} in one batch; make them uniform or "
-        f"use use_list=True"
+        f"{stage}: component {key!r} mixes types {kinds} in one batch; make them uniform or use use_list=True"
     )
 
 

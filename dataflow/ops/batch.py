@@ -38,7 +38,9 @@ class BatchData(ProxyDataFlow):
     ``len == ceil(len(ds) / batch_size)``.
     """
 
-    def __init__(self, ds: DataFlow, batch_size: int, remainder: bool = False, use_list: bool = False) -> None:
+    def __init__(
+        self, ds: DataFlow, batch_size: int, remainder: bool = False, use_list: bool = False
+    ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
         self.batch_size = check_int(stage, "batch_size", batch_size)

@@ -91,8 +91,7 @@ class SelectComponent(ProxyDataFlow):
         super().__init__(ds)
         if isinstance(idxs, (int, str)) or not isinstance(idxs, Sequence) or len(idxs) == 0:
             raise ValueError(
-                f"SelectComponent: idxs must be a non-empty list of component indices or keys, "
-                f"got {idxs!r}"
+                f"SelectComponent: idxs must be a non-empty list of component indices or keys, got {idxs!r}"
             )
         self.idxs = list(idxs)
 

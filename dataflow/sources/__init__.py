@@ -7,7 +7,6 @@ before ``reset_state()`` (except flows over a live iterator or queue, which belo
 process that made them), then call ``reset_state()`` in the process that iterates.
 """
 
-
 from .fake import FakeData
 from .memory import DataFromArrays, DataFromGenerator, DataFromIterable, DataFromList, DataFromQueue
 from .text import TextLineData

@@ -16,15 +16,15 @@ __all__ = ["FakeData"]
 
 
 def _is_pair(v: object) -> bool:
-    return isinstance(v, (list, tuple)) and len(v) == 2 and all(
-        isinstance(x, numbers.Real) for x in v)
-
+    return isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, numbers.Real) for x in v)
 
 
 def _fake_component(shape: Any, dtype: Any, domain: Any) -> tuple:
     if not isinstance(shape, (list, tuple)) or not all(_is_int(d, 0) for d in shape):
-        raise ValueError(f"FakeData: each shape must be a list/tuple of non-negative ints, got "
-                         f"{shape!r}; e.g. shapes=[[224, 224, 3], [1]]")
+        raise ValueError(
+            f"FakeData: each shape must be a list/tuple of non-negative ints, got "
+            f"{shape!r}; e.g. shapes=[[224, 224, 3], [1]]"
+        )
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -32,17 +32,17 @@ def _fake_component(shape: Any, dtype: Any, domain: Any) -> tuple:
     if dt.kind not in "fiub":
         raise ValueError(f"FakeData: dtype must be a float, int or bool dtype, got {dtype!r}")
     if not (_is_pair(domain) and domain[0] < domain[1]):
-        raise ValueError(f"FakeData: domain must be a (low, high) pair with low < high, got "
-                         f"{domain!r}")
+        raise ValueError(f"FakeData: domain must be a (low, high) pair with low < high, got {domain!r}")
     lo, hi = domain
     if dt.kind in "iub":
         bounds = (0, 2) if dt.kind == "b" else (int(np.iinfo(dt).min), int(np.iinfo(dt).max) + 1)
         if tuple(domain) == (0, 1):  # the default: a useful range such as pixels [0, 256)
             lo, hi = max(bounds[0], 0), min(bounds[1], 256)
-        elif not (float(lo).is_integer() and float(hi).is_integer()
-                  and bounds[0] <= lo and hi <= bounds[1]):
-            raise ValueError(f"FakeData: domain {domain!r} must be integers within "
-                             f"[{bounds[0]}, {bounds[1]}] for dtype {dt}")
+        elif not (float(lo).is_integer() and float(hi).is_integer() and bounds[0] <= lo and hi <= bounds[1]):
+            raise ValueError(
+                f"FakeData: domain {domain!r} must be integers within "
+                f"[{bounds[0]}, {bounds[1]}] for dtype {dt}"
+            )
         lo, hi = int(lo), int(hi)
     return tuple(int(d) for d in shape), dt, lo, hi
 
@@ -78,20 +78,30 @@ class FakeData(RNGDataFlow):
     ``seed=`` makes the data reproducible. Reentrant.
     """
 
-    def __init__(self, shapes: Sequence[Sequence[int]], size: int = 1000, random: bool = True,
-                 dtype: Any = "float32", domain: Any = (0, 1), seed: int | None = None) -> None:
+    def __init__(
+        self,
+        shapes: Sequence[Sequence[int]],
+        size: int = 1000,
+        random: bool = True,
+        dtype: Any = "float32",
+        domain: Any = (0, 1),
+        seed: int | None = None,
+    ) -> None:
         super().__init__(seed)
         if not isinstance(shapes, (list, tuple)) or not shapes:
-            raise ValueError(f"FakeData: shapes must be a non-empty list of shapes, got "
-                             f"{shapes!r}; e.g. shapes=[[224, 224, 3], [1]]")
+            raise ValueError(
+                f"FakeData: shapes must be a non-empty list of shapes, got "
+                f"{shapes!r}; e.g. shapes=[[224, 224, 3], [1]]"
+            )
         n = len(shapes)
         dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * n
         per_shape = isinstance(domain, (list, tuple)) and not _is_pair(domain)
         domains = list(domain) if per_shape else [domain] * n
         for name, lst in (("dtype", dtypes), ("domain", domains)):
             if len(lst) != n:
-                raise ValueError(f"FakeData: got {len(lst)} {name}s for {n} shapes; give one "
-                                 f"{name} or one per shape")
+                raise ValueError(
+                    f"FakeData: got {len(lst)} {name}s for {n} shapes; give one {name} or one per shape"
+                )
         self._components = [_fake_component(*c) for c in zip(shapes, dtypes, domains, strict=True)]
         if not _is_int(size, 1):
             raise ValueError(f"FakeData: size must be an int >= 1, got {size!r}")
@@ -116,5 +126,3 @@ class FakeData(RNGDataFlow):
             return
         for _ in range(self._size):
             yield [d() for d in draws]
-
-

@@ -19,8 +19,6 @@ def _is_int(v: object, minimum: int) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= minimum)
 
 
-
-
 class DataFromList(RNGDataFlow):
     """Yield the elements of a sequence ``lst``, each element being one datapoint.
 
@@ -33,10 +31,13 @@ class DataFromList(RNGDataFlow):
     def __init__(self, lst: Sequence[Any], shuffle: bool = True, seed: int | None = None) -> None:
         super().__init__(seed)
         if isinstance(lst, (str, bytes, Mapping)) or not (
-                hasattr(lst, "__len__") and hasattr(lst, "__getitem__")):
-            raise TypeError(f"DataFromList: lst must be a sequence (list, tuple, array) of "
-                            f"datapoints, got {type(lst).__name__}; for other iterables use "
-                            f"DataFromIterable")
+            hasattr(lst, "__len__") and hasattr(lst, "__getitem__")
+        ):
+            raise TypeError(
+                f"DataFromList: lst must be a sequence (list, tuple, array) of "
+                f"datapoints, got {type(lst).__name__}; for other iterables use "
+                f"DataFromIterable"
+            )
         if len(lst) == 0:
             raise ValueError("DataFromList: lst is empty; give at least one datapoint")
         self.lst = lst
@@ -67,8 +68,7 @@ class DataFromIterable(DataFlow):
 
     def __init__(self, iterable: Iterable[Any]) -> None:
         if not isinstance(iterable, Iterable):
-            raise TypeError(f"DataFromIterable: iterable must be iterable, got "
-                            f"{type(iterable).__name__}")
+            raise TypeError(f"DataFromIterable: iterable must be iterable, got {type(iterable).__name__}")
         self._itr: Any = iterable
         self._guard = ReentrancyGuard(type(self).__name__)
         self._used = False
@@ -88,7 +88,8 @@ class DataFromIterable(DataFlow):
             if self._used:
                 raise DataFlowError(
                     f"{type(self).__name__} was given an iterator, which can be read only "
-                    f"once, and its one epoch is over; to iterate more than once, {self._hint}")
+                    f"once, and its one epoch is over; to iterate more than once, {self._hint}"
+                )
             self._used = True
             yield from it
 
@@ -104,11 +105,12 @@ class DataFromGenerator(DataFromIterable):
 
     _hint = "pass a generator *function*: DataFromGenerator(make_gen), not make_gen()"
 
-    def __init__(self, gen: Callable[[], Iterable[Any]] | Iterable[Any],
-                 size: int | None = None) -> None:
+    def __init__(self, gen: Callable[[], Iterable[Any]] | Iterable[Any], size: int | None = None) -> None:
         if not callable(gen) and not isinstance(gen, Iterable):
-            raise TypeError(f"DataFromGenerator: gen must be a function returning an iterable, "
-                            f"or an iterable, got {type(gen).__name__}")
+            raise TypeError(
+                f"DataFromGenerator: gen must be a function returning an iterable, "
+                f"or an iterable, got {type(gen).__name__}"
+            )
         if size is not None and not _is_int(size, 0):
             raise ValueError(f"DataFromGenerator: size must be an int >= 0 or None, got {size!r}")
         super().__init__(() if callable(gen) else gen)  # () is never used: see __iter__
@@ -123,8 +125,7 @@ class DataFromGenerator(DataFromIterable):
             return super().__iter__()
         out = self._gen()
         if not isinstance(out, Iterable):
-            raise TypeError(f"DataFromGenerator: gen() must return an iterable, got "
-                            f"{type(out).__name__}")
+            raise TypeError(f"DataFromGenerator: gen() must return an iterable, got {type(out).__name__}")
         return iter(out)
 
 
@@ -148,15 +149,13 @@ class DataFromQueue(DataFlow):
     unknown. Belongs to the process that iterates it (the queue must be shared with it).
     """
 
-    def __init__(self, queue: Any, end_token: Any = _NO_END,
-                 timeout: float | None = None) -> None:
+    def __init__(self, queue: Any, end_token: Any = _NO_END, timeout: float | None = None) -> None:
         if not callable(getattr(queue, "get", None)):
-            raise TypeError(f"DataFromQueue: queue must have a get() method, got "
-                            f"{type(queue).__name__}")
-        if timeout is not None and (isinstance(timeout, bool)
-                                    or not isinstance(timeout, numbers.Real) or not timeout > 0):
-            raise ValueError(f"DataFromQueue: timeout must be a positive number or None, got "
-                             f"{timeout!r}")
+            raise TypeError(f"DataFromQueue: queue must have a get() method, got {type(queue).__name__}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0
+        ):
+            raise ValueError(f"DataFromQueue: timeout must be a positive number or None, got {timeout!r}")
         self.queue = queue
         self._end = end_token
         self._timeout = timeout
@@ -170,12 +169,10 @@ class DataFromQueue(DataFlow):
                 try:
                     dp = get() if timeout is None else get(True, timeout)
                 except queue_mod.Empty:
-                    raise TimeoutError(f"DataFromQueue: no item arrived within timeout="
-                                       f"{timeout}s") from None
+                    raise TimeoutError(f"DataFromQueue: no item arrived within timeout={timeout}s") from None
                 if dp is end or (type(dp) is end_type and dp == end):
                     return
                 yield dp
-
 
 
 class DataFromArrays(RNGDataFlow):
@@ -188,8 +185,9 @@ class DataFromArrays(RNGDataFlow):
     ``shuffle=True`` (then ``reset_state()`` is required). ``len`` is exact. Reentrant.
     """
 
-    def __init__(self, arrays: Sequence[Any] | Mapping[Any, Any], shuffle: bool = False,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self, arrays: Sequence[Any] | Mapping[Any, Any], shuffle: bool = False, seed: int | None = None
+    ) -> None:
         super().__init__(seed)
         if isinstance(arrays, Mapping):
             self._keys: list | None = list(arrays)
@@ -197,21 +195,27 @@ class DataFromArrays(RNGDataFlow):
         elif isinstance(arrays, (list, tuple)):
             self._keys, cols = None, list(arrays)
         else:
-            raise TypeError(f"DataFromArrays: arrays must be a list/tuple or dict of arrays, got "
-                            f"{type(arrays).__name__}; for one column pass [array]")
+            raise TypeError(
+                f"DataFromArrays: arrays must be a list/tuple or dict of arrays, got "
+                f"{type(arrays).__name__}; for one column pass [array]"
+            )
         if not cols:
             raise ValueError("DataFromArrays: arrays has no columns; give at least one array")
         lens = {}
         for name, col in zip(self._keys or range(len(cols)), cols, strict=True):
             if not (hasattr(col, "__getitem__") and hasattr(col, "__len__")) or (
-                    isinstance(col, np.ndarray) and col.ndim == 0):
-                raise ValueError(f"DataFromArrays: column {name!r} has no first dimension "
-                                 f"(got {type(col).__name__}); give an array or a list")
+                isinstance(col, np.ndarray) and col.ndim == 0
+            ):
+                raise ValueError(
+                    f"DataFromArrays: column {name!r} has no first dimension "
+                    f"(got {type(col).__name__}); give an array or a list"
+                )
             lens[name] = len(col)
         if len(set(lens.values())) != 1:
             detail = ", ".join(f"{k!r}: {v}" for k, v in lens.items())
-            raise ValueError(f"DataFromArrays: all columns must have the same length (first "
-                             f"dimension), got {detail}")
+            raise ValueError(
+                f"DataFromArrays: all columns must have the same length (first dimension), got {detail}"
+            )
         self._n = len(cols[0])
         if self._n == 0:
             raise ValueError("DataFromArrays: the columns have zero rows; give at least one")
@@ -231,5 +235,3 @@ class DataFromArrays(RNGDataFlow):
         named = [(k, c.__getitem__) for k, c in zip(self._keys or (), self._cols)]
         for i in idx:
             yield {k: get(i) for k, get in named}
-
-

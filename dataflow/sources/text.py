@@ -24,19 +24,27 @@ class TextLineData(RNGDataFlow):
     closes them when it ends or its iterator is closed. ``len`` is unknown. Reentrant.
     """
 
-    def __init__(self, paths: PathType | Sequence[PathType], strip_newline: bool = True,
-                 encoding: str = "utf-8", shuffle: bool = False, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        paths: PathType | Sequence[PathType],
+        strip_newline: bool = True,
+        encoding: str = "utf-8",
+        shuffle: bool = False,
+        seed: int | None = None,
+    ) -> None:
         super().__init__(seed)
         plist = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else paths
         if not isinstance(plist, (list, tuple)):
-            raise TypeError(f"TextLineData: paths must be a path or a list of paths, got "
-                            f"{type(paths).__name__}")
+            raise TypeError(
+                f"TextLineData: paths must be a path or a list of paths, got {type(paths).__name__}"
+            )
         if not plist:
             raise ValueError("TextLineData: paths is empty; give at least one file")
         for p in plist:
             if not isinstance(p, (str, bytes, os.PathLike)):
-                raise TypeError(f"TextLineData: each path must be a str or os.PathLike, got "
-                                f"{p!r} ({type(p).__name__})")
+                raise TypeError(
+                    f"TextLineData: each path must be a str or os.PathLike, got {p!r} ({type(p).__name__})"
+                )
         try:
             codecs.lookup(encoding)
         except (LookupError, TypeError):
@@ -63,4 +71,3 @@ class TextLineData(RNGDataFlow):
                 else:
                     for line in f:
                         yield [line]
-

@@ -49,8 +49,12 @@ def demo_pipeline(size: int = 20000, seed: int | None = None) -> DataFlow:
     ``seed`` makes the images and flips reproducible.
     """
     images = FakeData(
-        [[32, 32, 3], []], size=size, random=True, dtype=["uint8", "int64"],
-        domain=[(0, 256), (0, 10)], seed=seed,
+        [[32, 32, 3], []],
+        size=size,
+        random=True,
+        dtype=["uint8", "int64"],
+        domain=[(0, 256), (0, 10)],
+        seed=seed,
     )
     return BatchData(MapData(images, _FlipAndNormalize(seed)), 64)
 
@@ -116,6 +120,5 @@ def _check_no_args(spec: str, func: Any) -> None:
         signature.bind()
     except TypeError:
         raise _PipelineSpecError(
-            f"--pipeline {spec!r} must name a function callable with no arguments; "
-            f"it takes {signature}"
+            f"--pipeline {spec!r} must name a function callable with no arguments; it takes {signature}"
         ) from None

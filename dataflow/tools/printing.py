@@ -132,8 +132,16 @@ class PrintData(ProxyDataFlow):
     Reentrant when the upstream is; ``len`` is the upstream's.
     """
 
-    def __init__(self, ds: DataFlow, num: int = 1, name: str | None = None, max_depth: int = 3,
-                 max_list: int = 3, *, file: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        ds: DataFlow,
+        num: int = 1,
+        name: str | None = None,
+        max_depth: int = 3,
+        max_list: int = 3,
+        *,
+        file: TextIO | None = None,
+    ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
         self.num = check_int(stage, "num", num, 0)

@@ -211,8 +211,7 @@ def _epochs(flow: DataFlow, what: str) -> Generator[Any, None, None]:
             yield dp
         if n == 0:
             raise ValueError(
-                f"profile: {what} produced no datapoint in an epoch; profiling needs a flow "
-                f"that yields data"
+                f"profile: {what} produced no datapoint in an epoch; profiling needs a flow that yields data"
             )
 
 

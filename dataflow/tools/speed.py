@@ -147,8 +147,9 @@ class TestDataSpeed(ProxyDataFlow):
         epochs, in_epoch, left = 1, 0, self.warmup
         if not left:
             return it, epochs, in_epoch
-        with tqdm(total=left, disable=not self.progress, desc="warmup", unit="dp",
-                  leave=False, file=sys.stderr) as bar:
+        with tqdm(
+            total=left, disable=not self.progress, desc="warmup", unit="dp", leave=False, file=sys.stderr
+        ) as bar:
             while left:
                 try:
                     next(it)
@@ -167,8 +168,9 @@ class TestDataSpeed(ProxyDataFlow):
         times = [0.0] * (size + 1)
         clock = time.perf_counter
         i = shown = 0
-        with tqdm(total=size, disable=not self.progress, smoothing=0.2, unit="dp",
-                  leave=True, file=sys.stderr) as bar:
+        with tqdm(
+            total=size, disable=not self.progress, smoothing=0.2, unit="dp", leave=True, file=sys.stderr
+        ) as bar:
             next_ui = clock() + _UI_INTERVAL
             times[0] = clock()
             while True:

@@ -1,0 +1,171 @@
+"""Worker process lifecycle: start methods, death signal, liveness, close.
+
+Guarantees:
+
+- **Workers die with their parent.** On Linux each worker asks the kernel for SIGKILL when
+  its parent dies (``PR_SET_PDEATHSIG`` through ctypes; only when the runner was started
+  from the main thread, since the signal follows the creating *thread*), and a watchdog
+  thread in the worker exits it within ~0.5 s once its parent process is gone.
+- **Workers never die silently.** :func:`check_workers` turns an exited worker into
+  :class:`~dataflow.errors.WorkerDied` naming its pid and exit code (and the signal).
+- **Close leaves nothing.** :func:`stop_workers` terminates, joins, kills and releases.
+- Workers ignore SIGINT: a Ctrl-C reaches the consumer, which shuts them down.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from ..errors import WorkerDied
+
+__all__ = [
+    "START_METHODS",
+    "bootstrap_worker",
+    "check_workers",
+    "get_context",
+    "start_workers",
+    "stop_workers",
+]
+
+START_METHODS = ("fork", "forkserver", "spawn")
+_PR_SET_PDEATHSIG = 1
+_WATCHDOG_PERIOD = 0.5
+
+
+def get_context(stage: str, start_method: str | None) -> BaseContext:
+    """The multiprocessing context for ``start_method`` (``None``: fork where available)."""
+    if start_method is None:
+        start_method = "fork" if "fork" in mp.get_all_start_methods() else mp.get_start_method()
+    if start_method not in START_METHODS or start_method not in mp.get_all_start_methods():
+        raise ValueError(
+            f"{stage}: start_method must be one of {list(mp.get_all_start_methods())}, got {start_method!r}"
+        )
+    return mp.get_context(start_method)
+
+
+def check_picklable(stage: str, start_method: str, **objects: Any) -> None:
+    """Under spawn/forkserver the workers' arguments are pickled: fail early and clearly."""
+    if start_method == "fork":
+        return
+    for name, obj in objects.items():
+        try:
+            pickle.dumps(obj)
+        except Exception as e:
+            raise TypeError(
+                f"{stage}: with start_method={start_method!r} the {name} is sent to the workers "
+                f"by pickling, but {obj!r} cannot be pickled ({type(e).__name__}: {e}). Define "
+                f"functions at module level (not lambdas or closures), or use start_method='fork'"
+            ) from e
+
+
+def start_workers(
+    stage: str,
+    context: BaseContext,
+    target: Callable[..., None],
+    args_per_worker: Sequence[tuple[Any, ...]],
+) -> list[BaseProcess]:
+    """Start one daemon process per argument tuple; each calls ``target(*args)``.
+
+    ``target`` must call :func:`bootstrap_worker` first. Refuses to run inside a worker
+    process of another runner (daemon processes cannot have children).
+    """
+    if mp.current_process().daemon:
+        raise RuntimeError(
+            f"{stage}: cannot start worker processes inside a worker process of another "
+            f"process runner. Use threads inside (MultiThreadMapData / MultiThreadRunner), "
+            f"or move this stage out of the outer runner"
+        )
+    parent = (os.getpid(), threading.current_thread() is threading.main_thread())
+    procs = []
+    try:
+        for args in args_per_worker:
+            proc = context.Process(target=target, args=(parent, *args), daemon=True)
+            proc.start()
+            procs.append(proc)
+    except BaseException:
+        stop_workers(procs)
+        raise
+    return procs
+
+
+def bootstrap_worker(parent: tuple[int, bool]) -> None:
+    """First call in every worker: ignore SIGINT, die with the parent."""
+    parent_pid, use_pdeathsig = parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if use_pdeathsig and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - exotic libc
+            pass
+    ppid = os.getppid()
+    if not _alive(parent_pid) or (ppid != parent_pid and not _alive(ppid)):
+        os._exit(1)  # the parent died before we could watch it
+
+    def watchdog() -> None:
+        while True:
+            time.sleep(_WATCHDOG_PERIOD)
+            if os.getppid() != ppid or not _alive(parent_pid):
+                os._exit(1)
+
+    threading.Thread(target=watchdog, name="dataflow-watchdog", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs and is not a zombie (a killed parent is one until reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # pragma: no cover - no procfs: fall back to a signal-0 probe
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def check_workers(stage: str, procs: Sequence[BaseProcess]) -> None:
+    """Raise :class:`WorkerDied` if any worker has exited (they only exit when told to)."""
+    for i, proc in enumerate(procs):
+        code = proc.exitcode
+        if code is not None:
+            how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            raise WorkerDied(
+                f"{stage}: worker {i} (pid {proc.pid}) died unexpectedly ({how}). A crash in "
+                f"native code, os._exit() or the OOM killer are the usual causes",
+                pid=proc.pid,
+                exitcode=code,
+            )
+
+
+def stop_workers(procs: Sequence[BaseProcess], timeout: float = 1.0) -> None:
+    """Terminate, join (up to ``timeout`` s), kill if needed, and release every process."""
+    for proc in procs:
+        if proc.exitcode is None:
+            try:
+                proc.terminate()
+            except Exception:  # pragma: no cover - already gone
+                pass
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join(timeout)
+        try:
+            proc.close()
+        except ValueError:  # pragma: no cover - still running after SIGKILL
+            pass

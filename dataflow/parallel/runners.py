@@ -1,0 +1,190 @@
+"""Process runners: run copies of a flow in worker processes and merge what they produce.
+
+:class:`MultiProcessRunnerZMQ` (and its tensorpack-compatible spelling
+:class:`MultiProcessRunner`) start ``num_proc`` processes; each resets **its own copy** of
+the flow and iterates it forever, epoch after epoch, sending datapoints to the consumer over
+ZMQ. Consequences users must know:
+
+- With ``num_proc > 1`` each worker produces the whole flow: datapoints are duplicated
+  across workers unless the flow itself shards or randomises (seed workers apart with
+  ``seed=``/:func:`~dataflow.set_seed`; each worker gets a distinct stream).
+- Order: each worker's datapoints arrive in its order; workers interleave arbitrarily.
+- Epochs: one ``__iter__`` yields ``len(ds)`` datapoints (from any workers) when the flow
+  has a length, else it never ends. Nothing is lost between epochs: what was received but
+  not yet yielded comes first in the next one.
+- When the consumer lags, workers send datapoints in groups (up to 256 per message), which
+  cuts the per-datapoint messaging cost; when it keeps up, each goes alone at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import zmq
+
+from .. import seeding
+from .._checks import check_int
+from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
+from ..errors import DataFlowNotReset
+from . import _transport as tr
+from ._pool import ProcessPool, worker_socket
+from ._process import bootstrap_worker
+
+__all__ = ["MultiProcessRunner", "MultiProcessRunnerZMQ"]
+
+_GROUP_MAX = 256
+
+
+def _runner_worker(
+    parent: tuple[int, bool], endpoint: str, ds: DataFlow, key: tuple[int, ...], seed: int | None, hwm: int
+) -> None:
+    """A worker's whole life: reset its copy of ``ds`` and send it forever. Never raises:
+    an exception is sent to the consumer, then the worker idles until it is stopped."""
+    bootstrap_worker(parent)
+    sock = worker_socket(endpoint, zmq.PUSH, hwm)
+    pending: list[Any] = []
+    try:
+        seeding.enter_worker(key, seed)
+        ds.reset_state()
+        while True:
+            produced = False
+            for dp in ds:
+                produced = True
+                pending.append(dp)
+                if len(pending) >= _GROUP_MAX or sock.poll(0, zmq.POLLOUT):
+                    _flush(sock, pending)
+                    pending = []
+            if not produced:
+                raise ValueError(f"the flow {type(ds).__name__} produced an empty epoch")
+    except BaseException as e:
+        if pending:
+            _flush(sock, pending)
+        where = f"the flow {type(ds).__name__} in worker {key[-1]} (pid {os.getpid()})"
+        tr.send(sock, tr.ERROR, tr.error_payload(e, where))
+        threading.Event().wait()  # exiting could drop the message; the consumer stops us
+
+
+def _flush(sock: zmq.Socket, pending: list[Any]) -> None:
+    if len(pending) == 1:
+        tr.send(sock, tr.DATA, pending[0])
+    else:
+        tr.send(sock, tr.GROUP, pending)
+
+
+class MultiProcessRunnerZMQ(ProxyDataFlow):
+    """Run ``num_proc`` copies of ``ds`` in worker processes (see the module docstring).
+
+    Args:
+        ds: the flow to run; it is reset in each worker, never in this process.
+        num_proc: number of worker processes.
+        hwm: ZMQ high-water mark: messages buffered per direction before workers block.
+        start_method: ``"fork"`` (default on Linux), ``"forkserver"`` or ``"spawn"``; under
+            the last two, ``ds`` must be picklable (checked, with a clear error).
+        seed: base seed for the workers' RNGs (worker *i* gets child *i*); default:
+            :func:`~dataflow.set_seed`'s, else fresh entropy.
+        timeout: seconds without any datapoint before ``TimeoutError`` (``None``: no limit).
+
+    Errors in a worker are raised here as :class:`~dataflow.errors.WorkerError` with the
+    worker's traceback; a worker that dies raises :class:`~dataflow.errors.WorkerDied`.
+    Not reentrant. Close it (or use ``with``) to stop the workers; they also die with this
+    process.
+    """
+
+    def __init__(
+        self,
+        ds: DataFlow,
+        num_proc: int = 1,
+        hwm: int = 50,
+        *,
+        start_method: str | None = None,
+        seed: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__(ds)
+        stage = type(self).__name__
+        self.num_proc = check_int(stage, "num_proc", num_proc)
+        self.hwm = check_int(stage, "hwm", hwm)
+        self.start_method = start_method
+        self.seed = seeding.check_seed(stage, seed)
+        if timeout is not None and not timeout > 0:
+            raise ValueError(
+                f"{stage}: timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
+        self.timeout = timeout
+        self._pool: ProcessPool | None = None
+        self._buffer: deque[Any] = deque()
+        self._guard = ReentrancyGuard(stage)
+
+    def reset_state(self) -> None:
+        """Start the workers (each resets its own copy of ``ds``)."""
+        self.close_workers()
+        self._buffer.clear()
+        self._pool = ProcessPool(
+            type(self).__name__,
+            zmq.PULL,
+            _runner_worker,
+            [(self.ds, (i,), self.seed, self.hwm) for i in range(self.num_proc)],
+            start_method=self.start_method,
+            hwm=self.hwm,
+            timeout=self.timeout,
+            picklable={"flow": self.ds},
+        )
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """The pids of the running workers (empty before ``reset_state``/after ``close``)."""
+        return self._pool.pids if self._pool is not None else []
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def _receive(self, pool: ProcessPool) -> None:
+        kind, obj = tr.decode(pool.recv_frames())
+        if kind == tr.DATA:
+            self._buffer.append(obj)
+        elif kind == tr.GROUP:
+            self._buffer.extend(obj)
+        else:
+            raise tr.worker_error(type(self).__name__, obj)
+
+    def __iter__(self) -> Iterator[Any]:
+        pool = self._pool
+        if pool is None:
+            raise DataFlowNotReset(
+                f"{type(self).__name__} was iterated before reset_state() (or after close()); "
+                f"call reset_state() once in the process that iterates"
+            )
+        with self._guard:
+            try:
+                size: int | None = len(self.ds)
+            except (TypeError, NotImplementedError):
+                size = None
+            buffer = self._buffer
+            n = 0
+            while size is None or n < size:
+                if not buffer:
+                    self._receive(pool)
+                yield buffer.popleft()
+                n += 1
+
+    def close_workers(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def close(self) -> None:
+        """Stop the workers and release sockets. Idempotent; ``reset_state`` restarts."""
+        self.close_workers()
+        self.ds.close()
+
+
+class MultiProcessRunner(MultiProcessRunnerZMQ):
+    """tensorpack's ``MultiProcessRunner(ds, num_prefetch, num_proc)``: the same runner, with
+    ``num_prefetch`` as the transport's buffer (high-water mark)."""
+
+    def __init__(self, ds: DataFlow, num_prefetch: int, num_proc: int, **kwargs: Any) -> None:
+        super().__init__(ds, num_proc=num_proc, hwm=num_prefetch, **kwargs)
