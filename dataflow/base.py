@@ -94,7 +94,19 @@ class ReentrancyGuard:
         self.__init__(owner)  # type: ignore[misc]
 
 
+def close_iterator(it: object) -> None:
+    """Close an iterator early if it can be (generators release their resources then)."""
+    close = getattr(it, "close", None)
+    if close is not None:
+        close()
+
+
 def _check_upstream(stage: str, ds: object) -> None:
+    if isinstance(ds, type):
+        raise TypeError(
+            f"{stage}: the upstream must be a DataFlow instance, got the class {ds.__name__}; "
+            f"create one first, e.g. {ds.__name__}(...)"
+        )
     if not (hasattr(ds, "__iter__") and hasattr(ds, "reset_state")):
         hint = " wrap it with DataFromList(...)" if isinstance(ds, (list, tuple)) else ""
         raise TypeError(

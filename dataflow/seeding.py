@@ -35,8 +35,7 @@ def set_seed(seed: int | None) -> None:
     draws the next child of ``SeedSequence(seed)``.
     """
     global _global_root, _global_seed
-    if seed is not None and (not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise ValueError(f"set_seed: seed must be a non-negative int or None, got {seed!r}")
+    seed = check_seed("set_seed", seed)
     with _lock:
         _global_seed = None if seed is None else int(seed)
         _global_root = None if seed is None else np.random.SeedSequence(int(seed))

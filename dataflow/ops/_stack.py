@@ -51,18 +51,22 @@ def stack_component(stage: str, key: Any, values: Sequence[Any]) -> Any:
 
 
 def _big_ints(stage: str, key: Any, values: Sequence[Any], arr: np.ndarray) -> np.ndarray:
-    """Ints beyond int64 made ``asarray`` pick float64/object: use uint64 or refuse."""
+    """numpy picked float64/object for integers (beyond int64, or uint64 mixed with signed
+    ints): use int64 or uint64 when every value fits, never wrap or round, else refuse."""
     if not all(isinstance(v, (int, np.integer)) for v in values):
         if arr.dtype.kind == "f":
             return arr  # a genuine mix of ints and floats
         raise _type_error(stage, key, values)
-    try:
-        return np.asarray(values, dtype=np.uint64)
-    except OverflowError:
-        raise ComponentError(
-            f"{stage}: component {key!r} holds integers that fit neither int64 nor uint64 "
-            f"(min {min(values)}, max {max(values)}); use use_list=True to keep Python ints"
-        ) from None
+    ints = [int(v) for v in values]
+    lo, hi = min(ints), max(ints)
+    if lo >= -(2**63) and hi < 2**63:
+        return np.array(ints, dtype=np.int64)
+    if lo >= 0 and hi < 2**64:
+        return np.array(ints, dtype=np.uint64)
+    raise ComponentError(
+        f"{stage}: component {key!r} holds integers that fit neither int64 nor uint64 "
+        f"(min {lo}, max {hi}); use use_list=True to keep Python ints"
+    )
 
 
 def _shape_error(stage: str, key: Any, values: Sequence[Any]) -> ComponentError:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._checks import check_int
-from ..base import DataFlow, ProxyDataFlow
+from ..base import DataFlow, ProxyDataFlow, close_iterator
 from ..errors import LengthUnknownError
 
 __all__ = ["InterleaveData"]
@@ -85,14 +85,13 @@ class InterleaveData(ProxyDataFlow):
         finally:
             for sub, itr in active:
                 _close(sub, itr)
+            close_iterator(upstream)
 
 
 def _close(sub: Any, itr: Iterator[Any]) -> None:
     """Close a sub-flow's iterator and, if it is a DataFlow, the flow itself."""
-    for obj in (itr, sub):
-        close = getattr(obj, "close", None)
-        if close is not None:
-            close()
+    close_iterator(itr)
+    close_iterator(sub)
 
 
 _END = object()

@@ -53,9 +53,12 @@ class PaddedBatchData(BatchData):
         first = values[0]
         if not isinstance(first, (np.ndarray, list, tuple)):
             return stack_component(stage, key, values)
-        arrays = [np.asarray(v) for v in values]
+        try:
+            arrays = [np.asarray(v) for v in values]
+        except ValueError:  # a ragged nested list
+            arrays = [np.asarray(v, dtype=object) for v in values]
         ndims = {a.ndim for a in arrays}
-        if len(ndims) != 1 or arrays[0].dtype.kind in "OUS":
+        if len(ndims) != 1 or any(a.dtype.kind in "OUS" for a in arrays):
             shapes = sorted({str(a.shape) for a in arrays})
             raise ComponentError(
                 f"{stage}: component {key!r} cannot be padded: its elements must be numeric "

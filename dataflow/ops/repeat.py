@@ -8,7 +8,7 @@ from itertools import islice
 from typing import Any
 
 from .._checks import check_int
-from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
+from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard, close_iterator
 from ..errors import LengthUnknownError
 
 __all__ = ["FixedSizeData", "RepeatedData", "RepeatedDataPoint", "TakeData"]
@@ -106,6 +106,8 @@ class FixedSizeData(ProxyDataFlow):
                 yield dp
             if self._keep:
                 self._itr = itr
+            else:
+                close_iterator(itr)
 
 
 class TakeData(ProxyDataFlow):
@@ -131,6 +133,4 @@ class TakeData(ProxyDataFlow):
         try:
             yield from islice(itr, self.n)
         finally:
-            close = getattr(itr, "close", None)
-            if close is not None:
-                close()
+            close_iterator(itr)
