@@ -1,0 +1,44 @@
+"""Shared pytest fixtures and hooks for the whole suite.
+
+- Every test starts and ends with fresh-entropy seeding: ``dataflow.seeding.set_seed(None)``
+  is called after each test, so a test that calls ``set_seed`` cannot leak into the next.
+- Tests marked ``gpu`` are skipped when the machine has no GPU (CI has none).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from functools import lru_cache
+
+import pytest
+
+from dataflow import seeding
+
+
+@pytest.fixture(autouse=True)
+def reset_global_seed() -> Iterator[None]:
+    """Undo any :func:`dataflow.set_seed` a test made."""
+    yield
+    seeding.set_seed(None)
+
+
+@lru_cache(maxsize=1)
+def _gpu_available() -> bool:
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi is None:
+        return False
+    try:
+        out = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu_items and not _gpu_available():
+        skip = pytest.mark.skip(reason="needs a GPU (marked 'gpu'); none found by nvidia-smi")
+        for item in gpu_items:
+            item.add_marker(skip)

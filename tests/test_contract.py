@@ -1,0 +1,299 @@
+"""One contract every DataFlow exported by ``dataflow`` passes.
+
+Each exported DataFlow class has an entry in :data:`FACTORIES` that builds a small finite
+instance from in-memory data (infinite ones are built finite or wrapped in ``TakeData``).
+Every entry is then checked the same way:
+
+- ``reset_state()`` once, then two epochs: both non-empty; equal in order for flows whose
+  output order is fixed (``"exact"``), equal as multisets for shuffling flows
+  (``"multiset"``), only well-formed for flows whose content is random (``"random"``);
+- every datapoint is a list, tuple or dict;
+- ``len()``, when it does not raise ``LengthUnknownError``, equals the number of datapoints
+  of each epoch (or bounds it from above, for classes documented to give an upper bound);
+- ``close()`` works and the flow is a context manager that returns itself; neither leaves a
+  process or thread behind.
+
+A class exported without an entry fails :func:`test_every_exported_dataflow_has_a_factory`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+
+import dataflow
+from dataflow import DataFlow, LengthUnknownError
+
+#: Exported DataFlow subclasses that are not checked, each with the reason.
+EXCLUDED: dict[str, str] = {
+    "DataFlow": "abstract base: has no __iter__ of its own",
+    "ProxyDataFlow": "base class: only forwards to its upstream (covered by every transform)",
+    "RNGDataFlow": "abstract base: has no __iter__ of its own",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    build: Callable[[Path], DataFlow]
+    order: str = "exact"  # "exact" | "multiset" | "random"
+    len_upper_bound: bool = False  # len() is documented as an upper bound
+
+
+def _lst(n: int = 10) -> DataFlow:
+    return dataflow.DataFromList([[i, f"s{i}"] for i in range(n)], shuffle=False)
+
+
+def _queue_source(_: Path) -> DataFlow:
+    q: queue.Queue = queue.Queue()
+    for _epoch in range(3):  # two epochs for the contract, one spare for the context manager check
+        for i in range(5):
+            q.put([i])
+        q.put("END")
+    return dataflow.DataFromQueue(q, end_token="END")
+
+
+def _text(tmp: Path) -> DataFlow:
+    path = tmp / "lines.txt"
+    path.write_text("first line\nsecond\n\nlast, without newline", encoding="utf-8")
+    return dataflow.TextLineData(str(path))
+
+
+def _by_shape(_: Path) -> DataFlow:
+    items = [[np.zeros(2 + i % 2), i] for i in range(9)]
+    return dataflow.BatchDataByShape(dataflow.DataFromList(items, shuffle=False), 2, 0)
+
+
+def _padded(_: Path) -> DataFlow:
+    items = [[np.arange(i % 4 + 1), i] for i in range(9)]
+    return dataflow.PaddedBatchData(dataflow.DataFromList(items, shuffle=False), 4, remainder=True)
+
+
+def _join(_: Path) -> DataFlow:
+    return dataflow.JoinData([_lst(5), dataflow.DataFromIterable([[-i] for i in range(6)])])
+
+
+def _three(dp: list) -> list:
+    return [[dp[0], k] for k in range(3)]
+
+
+def _none_for_odd(dp: list) -> list | None:
+    return None if dp[0] % 2 else [dp[0] * 2]
+
+
+def _double(dp: list) -> list:
+    return [dp[0] * 2, dp[1]]
+
+
+def _six() -> DataFlow:
+    return _lst(6)
+
+
+FACTORIES: dict[str, Case] = {
+    # sources
+    "DataFromList": Case(lambda _: dataflow.DataFromList([[i, f"s{i}"] for i in range(10)], shuffle=True),
+                         order="multiset"),
+    "DataFromGenerator": Case(lambda _: dataflow.DataFromGenerator(lambda: ([i, i * i] for i in range(7)))),
+    "DataFromIterable": Case(lambda _: dataflow.DataFromIterable([[i] for i in range(6)])),
+    "DataFromQueue": Case(_queue_source),
+    "FakeData": Case(lambda _: dataflow.FakeData([[2, 3]], size=10), order="random"),
+    "DataFromArrays": Case(lambda _: dataflow.DataFromArrays([np.arange(10), np.arange(10) * 2])),
+    "TextLineData": Case(_text),
+    # per-datapoint transforms
+    "MapData": Case(lambda _: dataflow.MapData(_lst(), _none_for_odd), len_upper_bound=True),
+    "MapDataComponent": Case(lambda _: dataflow.MapDataComponent(_lst(), str.upper, 1)),
+    "FilterData": Case(lambda _: dataflow.FilterData(_lst(), lambda dp: dp[0] % 3 == 0),
+                       len_upper_bound=True),
+    "SelectComponent": Case(lambda _: dataflow.SelectComponent(_lst(), [1, 0, 1])),
+    # batching
+    "BatchData": Case(lambda _: dataflow.BatchData(_lst(), 3)),
+    "BatchDataByShape": Case(_by_shape, len_upper_bound=True),
+    "PaddedBatchData": Case(_padded),
+    # epoch size
+    "FixedSizeData": Case(lambda _: dataflow.FixedSizeData(_lst(5), 7, keep_state=False)),
+    "RepeatedData": Case(lambda _: dataflow.RepeatedData(_lst(4), 3)),
+    "RepeatedDataPoint": Case(lambda _: dataflow.RepeatedDataPoint(_lst(4), 2)),
+    "TakeData": Case(lambda _: dataflow.TakeData(dataflow.RepeatedData(_lst(4), -1), 9)),
+    # shuffling, caching
+    "LocallyShuffleData": Case(lambda _: dataflow.LocallyShuffleData(_lst(20), 5, num_reuse=2),
+                               order="multiset"),
+    "CacheData": Case(lambda _: dataflow.CacheData(_lst(), shuffle=True), order="multiset"),
+    # several upstreams
+    "ConcatData": Case(lambda _: dataflow.ConcatData([_lst(3), _lst(4)])),
+    "JoinData": Case(_join),
+    "RandomChooseData": Case(lambda _: dataflow.RandomChooseData([_lst(5), _lst(8)]), order="random"),
+    "RandomMixData": Case(lambda _: dataflow.RandomMixData([_lst(5), _lst(8)]), order="multiset"),
+    "InterleaveData": Case(lambda _: dataflow.InterleaveData(_lst(5), _three, cycle_length=2)),
+    # parallel (num_proc/num_thread kept small: the CI machine has 2 cores)
+    "MultiProcessRunnerZMQ": Case(lambda _: dataflow.MultiProcessRunnerZMQ(_lst(6), num_proc=1, timeout=30),
+                                  order="multiset"),
+    "MultiProcessRunner": Case(lambda _: dataflow.MultiProcessRunner(_lst(6), 4, 1, timeout=30),
+                               order="multiset"),
+    "MultiProcessMapDataZMQ": Case(lambda _: dataflow.MultiProcessMapDataZMQ(
+        _lst(8), 2, _double, strict=True, timeout=30), order="multiset"),
+    # the tensorpack default: not strict (the upstream repeats; an epoch is len(ds) results)
+    "MultiProcessMapData": Case(lambda _: dataflow.MultiProcessMapData(_lst(8), 2, _double, timeout=30),
+                                order="random"),
+    "MultiProcessMapAndBatchDataZMQ": Case(lambda _: dataflow.MultiProcessMapAndBatchDataZMQ(
+        _lst(9), 2, _double, 3, strict=True, timeout=30), order="multiset"),
+    "MultiThreadMapData": Case(lambda _: dataflow.MultiThreadMapData(
+        _lst(8), 2, _double, strict=True, ordered=True, timeout=30)),
+    "MultiThreadRunner": Case(lambda _: dataflow.MultiThreadRunner(_six, 4, 1, timeout=30), order="multiset"),
+    "ThreadPrefetchData": Case(lambda _: dataflow.ThreadPrefetchData(_lst(6), 2, timeout=30)),
+    # tools
+    "PrintData": Case(lambda _: dataflow.PrintData(_lst(4), num=2, file=io.StringIO())),
+    "TestDataSpeed": Case(lambda _: dataflow.TestDataSpeed(_lst(4), size=3, progress=False)),
+}
+
+
+def _exported_dataflow_classes() -> set[str]:
+    names = set()
+    for name in dataflow.__all__:
+        obj = getattr(dataflow, name)
+        if inspect.isclass(obj) and issubclass(obj, DataFlow):
+            names.add(name)
+    return names
+
+
+def _canon(x: Any) -> Any:
+    """A comparable, hashable form of a datapoint (arrays by dtype, shape and values)."""
+    if isinstance(x, np.ndarray):
+        return ("ndarray", str(x.dtype), x.shape, repr(x.tolist()))
+    if isinstance(x, dict):
+        return ("dict", tuple((repr(k), _canon(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_canon(v) for v in x))
+    if isinstance(x, np.generic):
+        return ("scalar", str(x.dtype), repr(x.item()))
+    return ("obj", type(x).__name__, repr(x))
+
+
+def _length(df: DataFlow) -> int | None:
+    try:
+        return len(df)
+    except LengthUnknownError:
+        return None
+
+
+# --- completeness of the registry ----------------------------------------------------------
+
+
+def test_every_exported_dataflow_has_a_factory() -> None:
+    exported = _exported_dataflow_classes()
+    missing = sorted(exported - set(FACTORIES) - set(EXCLUDED))
+    assert not missing, f"add a contract factory (tests/test_contract.py FACTORIES) for: {missing}"
+
+
+def test_every_factory_and_exclusion_names_an_exported_dataflow() -> None:
+    exported = _exported_dataflow_classes()
+    assert sorted(set(FACTORIES) - exported) == []
+    assert sorted(set(EXCLUDED) - exported) == []
+    assert not set(FACTORIES) & set(EXCLUDED)
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_factory_builds_that_class_without_iterating(name: str, tmp_path: Path) -> None:
+    df = FACTORIES[name].build(tmp_path)
+    assert type(df) is getattr(dataflow, name)
+    assert FACTORIES[name].order in ("exact", "multiset", "random")
+
+
+# --- the contract --------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_two_epochs(name: str, tmp_path: Path) -> None:
+    case = FACTORIES[name]
+    df = case.build(tmp_path)
+    df.reset_state()
+    e1 = list(iter(df))
+    e2 = list(iter(df))
+    assert e1, f"{name}: first epoch is empty"
+    assert e2, f"{name}: second epoch is empty"
+    for dp in e1 + e2:
+        assert isinstance(dp, (list, tuple, dict)), f"{name}: datapoint {dp!r} is not a list/tuple/dict"
+    if case.order == "exact":
+        assert [_canon(dp) for dp in e1] == [_canon(dp) for dp in e2], f"{name}: epochs differ"
+    elif case.order == "multiset":
+        assert sorted(map(repr, map(_canon, e1))) == sorted(map(repr, map(_canon, e2))), (
+            f"{name}: epochs are not permutations of each other"
+        )
+    n = _length(df)
+    if n is not None:
+        for ep in (e1, e2):
+            if case.len_upper_bound:
+                assert n >= len(ep), f"{name}: len() {n} < {len(ep)} datapoints produced"
+            else:
+                assert n == len(ep), f"{name}: len() {n} != {len(ep)} datapoints produced"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_list_of_flow_works_with_or_without_len(name: str, tmp_path: Path) -> None:
+    df = FACTORIES[name].build(tmp_path)
+    df.reset_state()
+    assert list(df)  # LengthUnknownError is a TypeError: list() falls back to iterating
+
+
+def _live_children() -> set[int]:
+    alive = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def _live_threads() -> set[int | None]:
+    return {t.ident for t in threading.enumerate()}
+
+
+def _leftovers(procs: set[int], threads: set[int | None], wait: float = 5.0) -> tuple[set, set]:
+    """Processes and threads started since ``procs``/``threads`` were taken, after waiting
+    up to ``wait`` seconds for them to end."""
+    deadline = time.monotonic() + wait
+    while True:
+        new_procs, new_threads = _live_children() - procs, _live_threads() - threads
+        if (not new_procs and not new_threads) or time.monotonic() > deadline:
+            return new_procs, new_threads
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_close_and_context_manager(name: str, tmp_path: Path) -> None:
+    case = FACTORIES[name]
+    procs, threads = _live_children(), _live_threads()
+    df = case.build(tmp_path)
+    df.reset_state()
+    it = iter(df)
+    assert isinstance(next(it), (list, tuple, dict))
+    del it
+    df.close()
+    assert _leftovers(procs, threads) == (set(), set()), f"{name}: close() left processes/threads"
+
+    df2 = case.build(tmp_path)
+    with df2 as entered:
+        assert entered is df2
+        df2.reset_state()
+        assert isinstance(next(iter(df2)), (list, tuple, dict))
+    assert _leftovers(procs, threads) == (set(), set()), f"{name}: with-block left processes/threads"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_close_without_reset_state(name: str, tmp_path: Path) -> None:
+    FACTORIES[name].build(tmp_path).close()
