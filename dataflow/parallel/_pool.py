@@ -8,6 +8,7 @@ collection, or at interpreter exit, whichever comes first (``weakref.finalize``)
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -16,12 +17,16 @@ from typing import Any
 
 import zmq
 
+from .._checks import check_int
 from . import _transport as tr
 from ._process import check_picklable, check_workers, get_context, start_workers, stop_workers
+from ._shm import RingReader, warn_no_shm
 
-__all__ = ["POLL_MS", "ProcessPool", "worker_socket"]
+__all__ = ["DEFAULT_SHM_BYTES", "POLL_MS", "ProcessPool", "resolve_shm_bytes", "worker_socket"]
 
 POLL_MS = 100
+DEFAULT_SHM_BYTES = 256 * 2**20
+MIN_AUTO_SHM_BYTES = 32 * 2**20
 
 
 class ProcessPool:
@@ -36,6 +41,12 @@ class ProcessPool:
         hwm: the receive high-water mark in messages.
         timeout: seconds without a message before ``TimeoutError`` (``None``: wait forever).
         picklable: objects that must pickle under spawn/forkserver, by name, for messages.
+        shm_bytes: shared memory for large arrays, split into one ring per worker (``None``:
+            automatic, see :func:`resolve_shm_bytes`; ``0``: everything over ZMQ).
+        copy: give the consumer owned copies instead of views of shared memory.
+
+    ``target`` is called as ``target(parent, endpoint, ring_path, *args)``; ``ring_path`` is
+    ``None`` without shared memory.
     """
 
     def __init__(
@@ -48,6 +59,8 @@ class ProcessPool:
         hwm: int,
         timeout: float | None,
         picklable: dict[str, Any],
+        shm_bytes: int | None = 0,
+        copy: bool = False,
     ) -> None:
         self.stage = stage
         self.timeout = timeout
@@ -60,10 +73,15 @@ class ProcessPool:
         self.sock.setsockopt(zmq.RCVHWM, hwm)
         self.sock.bind(self.endpoint)
         self.procs: list[BaseProcess] = []
-        self._finalizer = weakref.finalize(self, _shutdown, self.procs, self.sock, self.zctx)
+        size = resolve_shm_bytes(stage, shm_bytes)
+        self.rings = RingReader.create(stage, len(worker_args), size, copy) if size else None
+        self._finalizer = weakref.finalize(self, _shutdown, self.procs, self.sock, self.zctx, self.rings)
+        paths: list[str | None] = list(self.rings.paths) if self.rings else [None] * len(worker_args)
         try:
             self.procs.extend(
-                start_workers(stage, context, target, [(self.endpoint, *args) for args in worker_args])
+                start_workers(
+                    stage, context, target, [(self.endpoint, p, *a) for p, a in zip(paths, worker_args)]
+                )
             )
         except BaseException:
             self.close()
@@ -91,16 +109,42 @@ class ProcessPool:
                     f"(timeout={self.timeout}); the workers are alive but produce nothing"
                 )
 
+    def decode(self, frames: list[zmq.Frame]) -> tuple[bytes, Any]:
+        """``(kind, obj)`` of a message from a worker, resolving shared-memory buffers."""
+        return tr.decode(frames, self.rings)
+
     def close(self) -> None:
-        """Stop the workers and release the socket and context. Idempotent."""
+        """Stop the workers and release the socket, context and shared memory. Idempotent."""
         self._finalizer()
 
 
-def _shutdown(procs: list[BaseProcess], sock: zmq.Socket, zctx: zmq.Context) -> None:
+def _shutdown(
+    procs: list[BaseProcess], sock: zmq.Socket, zctx: zmq.Context, rings: RingReader | None
+) -> None:
     stop_workers(procs)
     procs.clear()
     sock.close(linger=0)
     zctx.term()
+    if rings is not None:
+        rings.close()
+
+
+def resolve_shm_bytes(stage: str, shm_bytes: int | None) -> int:
+    """The shared memory a runner reserves: ``shm_bytes`` as given, or for ``None``
+    :data:`DEFAULT_SHM_BYTES` capped to half of what ``/dev/shm`` has free (0, with one
+    warning, when that is under :data:`MIN_AUTO_SHM_BYTES`)."""
+    if shm_bytes is not None:
+        return check_int(stage, "shm_bytes", shm_bytes, minimum=0)
+    try:
+        st = os.statvfs("/dev/shm")
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = 0
+    size = min(DEFAULT_SHM_BYTES, free // 2)
+    if size >= MIN_AUTO_SHM_BYTES:
+        return size
+    warn_no_shm(stage, f"/dev/shm has only {free / 2**20:.0f} MiB free")
+    return 0
 
 
 def worker_socket(endpoint: str, socket_type: int, hwm: int, identity: bytes | None = None) -> zmq.Socket:

@@ -23,6 +23,7 @@ from typing import Any
 import zmq
 
 from ..errors import WorkerError
+from ._shm import RingReader, RingWriter
 
 __all__ = [
     "BATCH",
@@ -58,8 +59,13 @@ def new_endpoint(tag: str) -> str:
     return f"ipc://@dataflow-{tag}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
-def encode(kind: bytes, obj: Any) -> list[Any]:
-    """The frames of one message: ``[kind, pickle, *out-of-band buffers]``."""
+def encode(kind: bytes, obj: Any, ring: RingWriter | None = None) -> tuple[list[Any], int]:
+    """The frames of one message and its payload size in bytes.
+
+    Frames are ``[kind, pickle]``, or with out-of-band buffers
+    ``[kind, pickle, descriptors, *buffer frames]``. With a ``ring``, large buffers are copied
+    into shared memory and only their descriptors travel (``None`` marks one sent as a frame).
+    """
     buffers: list[pickle.PickleBuffer] = []
 
     def keep_large(buf: pickle.PickleBuffer) -> bool:
@@ -69,23 +75,48 @@ def encode(kind: bytes, obj: Any) -> list[Any]:
         return False
 
     body = pickle.dumps(obj, protocol=5, buffer_callback=keep_large)
-    return [kind, body, *buffers]
+    if not buffers:
+        return [kind, body], len(body)
+    size = len(body) + sum(buf.raw().nbytes for buf in buffers)
+    if ring is None:
+        return [kind, body, b"", *buffers], size
+    descriptors = [ring.write(buf.raw()) for buf in buffers]
+    frames = [buf for buf, d in zip(buffers, descriptors) if d is None]
+    return [kind, body, pickle.dumps(descriptors, protocol=5), *frames], size
 
 
-def send(sock: zmq.Socket, kind: bytes, obj: Any, flags: int = 0, prefix: tuple[bytes, ...] = ()) -> None:
+def send(
+    sock: zmq.Socket,
+    kind: bytes,
+    obj: Any,
+    flags: int = 0,
+    prefix: tuple[bytes, ...] = (),
+    ring: RingWriter | None = None,
+) -> int:
     """Send ``obj`` as one message of ``kind``, after routing frames ``prefix`` (a ROUTER's
-    peer identity). Raises ``zmq.Again`` with ``zmq.NOBLOCK`` when it would block."""
-    frames = encode(kind, obj)
-    big = any(memoryview(f).nbytes >= _ZERO_COPY_MIN_BYTES for f in frames[2:])
+    peer identity); returns the payload size in bytes, shared-memory buffers included.
+    Raises ``zmq.Again`` with ``zmq.NOBLOCK`` when it would block."""
+    frames, size = encode(kind, obj, ring)
+    big = any(memoryview(f).nbytes >= _ZERO_COPY_MIN_BYTES for f in frames[3:])
     sock.send_multipart([*prefix, *frames], flags=flags, copy=not big)
+    return size
 
 
-def decode(frames: list[zmq.Frame]) -> tuple[bytes, Any]:
-    """``(kind, obj)`` from the frames of one message (routing frames already removed)."""
+def decode(frames: list[zmq.Frame], reader: RingReader | None = None) -> tuple[bytes, Any]:
+    """``(kind, obj)`` from the frames of one message (routing frames already removed);
+    ``reader`` resolves shared-memory descriptors."""
     kind = frames[0].bytes
     if len(frames) == 2:
         return kind, pickle.loads(frames[1].buffer)
-    return kind, pickle.loads(frames[1].buffer, buffers=[f.buffer for f in frames[2:]])
+    frame_buffers = [f.buffer for f in frames[3:]]
+    described = frames[2].bytes
+    if not described:
+        return kind, pickle.loads(frames[1].buffer, buffers=frame_buffers)
+    if reader is None:
+        raise RuntimeError("a shared-memory message reached a consumer without rings")
+    rest = iter(frame_buffers)
+    buffers = [next(rest) if d is None else reader.buffer(d) for d in pickle.loads(described)]
+    return kind, pickle.loads(frames[1].buffer, buffers=buffers)
 
 
 def recv(sock: zmq.Socket, flags: int = 0) -> tuple[bytes, Any]:

@@ -27,6 +27,7 @@ from . import _transport as tr
 from ._map_base import ParallelMapBase, TaskId
 from ._pool import ProcessPool, worker_socket
 from ._process import bootstrap_worker, check_workers
+from ._shm import RingWriter
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
 
@@ -34,6 +35,7 @@ __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProces
 def _map_worker(
     parent: tuple[int, bool],
     endpoint: str,
+    ring_path: str | None,
     index: int,
     map_func: Callable[[Any], Any],
     seed: int | None,
@@ -42,6 +44,7 @@ def _map_worker(
 ) -> None:
     """Serve tasks forever: map each chunk, drop ``None`` results, batch full chunks when
     ``batch_size`` is set. Never raises: exceptions are sent back as ERROR results."""
+    ring = RingWriter(ring_path, index) if ring_path else None  # first: it unlinks the file
     bootstrap_worker(parent)
     sock = worker_socket(endpoint, zmq.DEALER, hwm=0, identity=b"w%d" % index)
     seeding.enter_worker((index,), seed)
@@ -52,9 +55,9 @@ def _map_worker(
         try:
             out = [r for r in map(map_func, chunk) if r is not None]
             if batch_size and len(out) == batch_size:
-                tr.send(sock, tr.BATCH, (task_id, collate(stage, out)))
+                tr.send(sock, tr.BATCH, (task_id, collate(stage, out)), ring=ring)
             else:
-                tr.send(sock, tr.DATA, (task_id, out))
+                tr.send(sock, tr.DATA, (task_id, out), ring=ring)
         except BaseException as e:
             tr.send(sock, tr.ERROR, (task_id, tr.error_payload(e, where)))
 
@@ -70,7 +73,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
-        start_method, seed, timeout: as for :class:`~dataflow.MultiProcessRunnerZMQ`.
+        start_method, seed, timeout, shm_bytes, copy: as for
+            :class:`~dataflow.MultiProcessRunnerZMQ` (results of 16 KiB and more come back
+            through shared memory).
 
     ``len`` is ``len(ds)`` (an upper bound in strict mode when ``map_func`` drops some).
     An exception in ``map_func`` is raised here as :class:`~dataflow.errors.WorkerError`
@@ -92,6 +97,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         start_method: str | None = None,
         seed: int | None = None,
         timeout: float | None = None,
+        shm_bytes: int | None = None,
+        copy: bool = False,
         chunk: int = 1,
     ) -> None:
         super().__init__(ds, map_func, buffer_size, strict, ordered, timeout, chunk=chunk)
@@ -99,6 +106,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self.num_proc = check_int(stage, "num_proc", num_proc)
         self.start_method = start_method
         self.seed = seeding.check_seed(stage, seed)
+        self.shm_bytes = shm_bytes
+        self.copy = bool(copy)
         self._pool: ProcessPool | None = None
         self._load: dict[bytes, int] = {}
 
@@ -118,12 +127,14 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             hwm=0,
             timeout=self.timeout,
             picklable={"map_func": self.map_func},
+            shm_bytes=self.shm_bytes,
+            copy=self.copy,
         )
         self._pool.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self._load = {}
         while len(self._load) < self.num_proc:  # a ROUTER drops messages to unknown peers
             frames = self._pool.recv_frames()
-            if tr.decode(frames[1:])[0] == tr.READY:
+            if self._pool.decode(frames[1:])[0] == tr.READY:
                 self._load[frames[0].bytes] = 0
 
     def _live_pool(self) -> ProcessPool:
@@ -142,9 +153,10 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._load[ident] += 1
 
     def _receive(self) -> tuple[TaskId, bytes, Any]:
-        frames = self._live_pool().recv_frames()
+        pool = self._live_pool()
+        frames = pool.recv_frames()
         self._load[frames[0].bytes] -= 1
-        kind, (task_id, payload) = tr.decode(frames[1:])
+        kind, (task_id, payload) = pool.decode(frames[1:])
         return task_id, kind, payload
 
     def _worker_error(self, payload: dict[str, Any]) -> BaseException:

@@ -12,8 +12,9 @@ ZMQ. Consequences users must know:
 - Epochs: one ``__iter__`` yields ``len(ds)`` datapoints (from any workers) when the flow
   has a length, else it never ends. Nothing is lost between epochs: what was received but
   not yet yielded comes first in the next one.
-- When the consumer lags, workers send datapoints in groups (up to 256 per message), which
-  cuts the per-datapoint messaging cost; when it keeps up, each goes alone at once.
+- When the consumer lags, workers send small datapoints in groups (up to 256 per message),
+  which cuts the per-datapoint messaging cost; when it keeps up, or datapoints are large
+  (64 KiB and more), each goes alone at once.
 """
 
 from __future__ import annotations
@@ -33,20 +34,30 @@ from ..errors import DataFlowNotReset
 from . import _transport as tr
 from ._pool import ProcessPool, worker_socket
 from ._process import bootstrap_worker
+from ._shm import RingWriter
 
 __all__ = ["MultiProcessRunner", "MultiProcessRunnerZMQ"]
 
 _GROUP_MAX = 256
+_GROUP_UNTIL_BYTES = 64 * 1024  # per datapoint
 
 
 def _runner_worker(
-    parent: tuple[int, bool], endpoint: str, ds: DataFlow, key: tuple[int, ...], seed: int | None, hwm: int
+    parent: tuple[int, bool],
+    endpoint: str,
+    ring_path: str | None,
+    ds: DataFlow,
+    key: tuple[int, ...],
+    seed: int | None,
+    hwm: int,
 ) -> None:
     """A worker's whole life: reset its copy of ``ds`` and send it forever. Never raises:
     an exception is sent to the consumer, then the worker idles until it is stopped."""
+    ring = RingWriter(ring_path, key[-1]) if ring_path else None  # first: it unlinks the file
     bootstrap_worker(parent)
     sock = worker_socket(endpoint, zmq.PUSH, hwm)
     pending: list[Any] = []
+    group_max = _GROUP_MAX
     try:
         seeding.enter_worker(key, seed)
         ds.reset_state()
@@ -55,24 +66,26 @@ def _runner_worker(
             for dp in ds:
                 produced = True
                 pending.append(dp)
-                if len(pending) >= _GROUP_MAX or sock.poll(0, zmq.POLLOUT):
-                    _flush(sock, pending)
+                if len(pending) >= group_max or sock.poll(0, zmq.POLLOUT):
+                    # grouping only pays while messages are small (their fixed cost dominates)
+                    big = _flush(sock, pending, ring) >= _GROUP_UNTIL_BYTES * len(pending)
+                    group_max = 1 if big else _GROUP_MAX
                     pending = []
             if not produced:
                 raise ValueError(f"the flow {type(ds).__name__} produced an empty epoch")
     except BaseException as e:
         if pending:
-            _flush(sock, pending)
+            _flush(sock, pending, ring)
         where = f"the flow {type(ds).__name__} in worker {key[-1]} (pid {os.getpid()})"
         tr.send(sock, tr.ERROR, tr.error_payload(e, where))
         threading.Event().wait()  # exiting could drop the message; the consumer stops us
 
 
-def _flush(sock: zmq.Socket, pending: list[Any]) -> None:
+def _flush(sock: zmq.Socket, pending: list[Any], ring: RingWriter | None) -> int:
+    """Send the pending datapoints as one message; returns its size in bytes."""
     if len(pending) == 1:
-        tr.send(sock, tr.DATA, pending[0])
-    else:
-        tr.send(sock, tr.GROUP, pending)
+        return tr.send(sock, tr.DATA, pending[0], ring=ring)
+    return tr.send(sock, tr.GROUP, pending, ring=ring)
 
 
 class MultiProcessRunnerZMQ(ProxyDataFlow):
@@ -87,6 +100,10 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         seed: base seed for the workers' RNGs (worker *i* gets child *i*); default:
             :func:`~dataflow.set_seed`'s, else fresh entropy.
         timeout: seconds without any datapoint before ``TimeoutError`` (``None``: no limit).
+        shm_bytes: shared memory for arrays of 16 KiB and more, one ring per worker
+            (``None``: 256 MiB, capped to half of the free ``/dev/shm``; ``0``: off). See
+            ``docs/zero_copy.rst`` for the lifetime contract.
+        copy: ``True`` gives owned arrays instead of views of shared memory.
 
     Errors in a worker are raised here as :class:`~dataflow.errors.WorkerError` with the
     worker's traceback; a worker that dies raises :class:`~dataflow.errors.WorkerDied`.
@@ -103,6 +120,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         start_method: str | None = None,
         seed: int | None = None,
         timeout: float | None = None,
+        shm_bytes: int | None = None,
+        copy: bool = False,
     ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
@@ -115,6 +134,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
                 f"{stage}: timeout must be a positive number of seconds or None, got {timeout!r}"
             )
         self.timeout = timeout
+        self.shm_bytes = shm_bytes
+        self.copy = bool(copy)
         self._pool: ProcessPool | None = None
         self._buffer: deque[Any] = deque()
         self._guard = ReentrancyGuard(stage)
@@ -132,6 +153,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             hwm=self.hwm,
             timeout=self.timeout,
             picklable={"flow": self.ds},
+            shm_bytes=self.shm_bytes,
+            copy=self.copy,
         )
 
     @property
@@ -143,7 +166,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         return len(self.ds)
 
     def _receive(self, pool: ProcessPool) -> None:
-        kind, obj = tr.decode(pool.recv_frames())
+        kind, obj = pool.decode(pool.recv_frames())
         if kind == tr.DATA:
             self._buffer.append(obj)
         elif kind == tr.GROUP:

@@ -1,0 +1,212 @@
+"""Shared-memory rings that carry large array buffers from a worker to the consumer.
+
+Each worker owns one ring: a file in ``/dev/shm`` created (and its space reserved with
+``posix_fallocate``, so a full ``/dev/shm`` is an error here rather than a SIGBUS later) by the
+consumer, mapped by both, and **unlinked by the worker as soon as it has mapped it** — from
+then on no name exists in ``/dev/shm``, and the memory is returned when the last mapping goes,
+whoever dies first. The consumer unlinks it too on ``close()`` in case the worker never came.
+
+Layout: a release table of :data:`TABLE_SLOTS` bytes, then the data area. The worker copies
+each large buffer into the data area (one memcpy), marks its slot busy and sends
+``(ring, slot, offset, nbytes)`` instead of the bytes. The consumer rebuilds the array as a
+view of the ring (no copy) with a finalizer on that view: when the consumer drops the last
+array that views it, the slot is marked free and the worker may reuse its bytes. So **an
+array the consumer still holds is never overwritten**. Allocation is first-in first-out: space
+is reused in the order it was handed out. If the ring has no room for a while (the consumer
+keeps many arrays alive), the worker sends that buffer over ZMQ instead: slower, never stuck.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+import uuid
+import warnings
+import weakref
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+__all__ = ["TABLE_SLOTS", "RingReader", "RingWriter", "create_rings", "unlink_all", "warn_no_shm"]
+
+TABLE_SLOTS = 1024
+_DATA_START = 4096
+_ALIGN = 64
+_WAIT_S = 0.05
+_warned: set[str] = set()
+
+Descriptor = tuple[int, int, int, int]  # ring, slot, offset in the data area, nbytes
+
+
+def create_rings(stage: str, count: int, total_bytes: int) -> list[str] | None:
+    """Create ``count`` ring files sharing ``total_bytes``; ``None`` (and one warning) if
+    ``/dev/shm`` cannot hold them, in which case everything travels over ZMQ. Use
+    :meth:`RingReader.create`, which maps them before any worker can unlink them."""
+    each = (total_bytes // count) & ~(_ALIGN - 1)
+    if each <= _DATA_START + _ALIGN:
+        return None
+    paths: list[str] = []
+    try:
+        for i in range(count):
+            path = f"/dev/shm/dataflow-{os.getpid()}-{uuid.uuid4().hex[:12]}-{i}"
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            paths.append(path)
+            try:
+                os.posix_fallocate(fd, 0, each)
+            finally:
+                os.close(fd)
+    except OSError as e:
+        unlink_all(paths)
+        warn_no_shm(stage, f"cannot reserve {total_bytes / 2**20:.0f} MiB in /dev/shm ({e.strerror})")
+        return None
+    return paths
+
+
+def warn_no_shm(stage: str, why: str) -> None:
+    """Warn once per stage that large arrays fall back to ZMQ, and how to fix it."""
+    if stage in _warned:
+        return
+    _warned.add(stage)
+    warnings.warn(
+        f"{stage}: no shared memory for large arrays: {why}; they will travel over ZMQ instead "
+        f"(slower). Lower shm_bytes=, enlarge /dev/shm (docker: --shm-size), or pass shm_bytes=0 "
+        f"to silence this",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def unlink_all(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _map(path: str) -> mmap.mmap:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        return mmap.mmap(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+
+
+class RingWriter:
+    """The worker's side of one ring (single producer). Not thread-safe."""
+
+    def __init__(self, path: str, index: int) -> None:
+        self.index = index
+        self._mm = _map(path)
+        unlink_all([path])  # from now on nothing is left in /dev/shm, whatever happens
+        self._table = np.frombuffer(self._mm, np.uint8, TABLE_SLOTS)
+        self._data = np.frombuffer(self._mm, np.uint8, offset=_DATA_START)
+        self._cap = len(self._data)
+        self._live: deque[tuple[int, int, int]] = deque()  # (slot, start, end), oldest first
+        self._pos = 0
+        self._next_slot = 0
+
+    def _reclaim(self) -> None:
+        live, table = self._live, self._table
+        while live and table[live[0][0]] == 0:
+            live.popleft()
+        if not live:
+            self._pos = 0
+
+    def _place(self, n: int) -> int | None:
+        """Start offset for ``n`` bytes, or ``None`` if there is no room now."""
+        if self._table[self._next_slot] != 0:
+            return None
+        if not self._live:
+            return 0 if n <= self._cap else None
+        head, pos = self._live[0][1], self._pos
+        if pos > head:
+            if self._cap - pos >= n:
+                return pos
+            return 0 if head >= n else None
+        if pos < head and head - pos >= n:
+            return pos
+        return None
+
+    def write(self, buf: memoryview) -> Descriptor | None:
+        """Copy ``buf`` into the ring; its descriptor, or ``None`` to send it another way."""
+        n = buf.nbytes
+        size = (n + _ALIGN - 1) & ~(_ALIGN - 1)
+        if size > self._cap:
+            return None
+        self._reclaim()
+        start = self._place(size)
+        if start is None:
+            deadline = time.monotonic() + _WAIT_S
+            while start is None and time.monotonic() < deadline:
+                time.sleep(0.0005)
+                self._reclaim()
+                start = self._place(size)
+            if start is None:
+                return None
+        self._data[start : start + n] = np.frombuffer(buf, np.uint8)
+        slot = self._next_slot
+        self._table[slot] = 1
+        self._live.append((slot, start, start + size))
+        self._pos = start + size
+        self._next_slot = (slot + 1) % TABLE_SLOTS
+        return (self.index, slot, start, n)
+
+    def close(self) -> None:
+        del self._table, self._data
+        self._mm.close()
+
+
+class RingReader:
+    """The consumer's side of every ring of one runner."""
+
+    def __init__(self, paths: list[str], copy: bool = False) -> None:
+        self.paths = paths
+        self.copy = copy
+        self._maps = [_map(p) for p in paths]
+        self._tables = [np.frombuffer(m, np.uint8, TABLE_SLOTS) for m in self._maps]
+
+    @classmethod
+    def create(cls, stage: str, count: int, total_bytes: int, copy: bool = False) -> RingReader | None:
+        """Create and map ``count`` rings (one per worker) sharing ``total_bytes``; ``None`` if
+        shared memory is unavailable (see :func:`create_rings`)."""
+        paths = create_rings(stage, count, total_bytes)
+        if paths is None:
+            return None
+        try:
+            return cls(paths, copy)
+        except BaseException:
+            unlink_all(paths)
+            raise
+
+    def buffer(self, desc: Descriptor) -> Any:
+        """A buffer for one descriptor: a view of the ring whose death frees the slot, or a
+        private copy (``copy=True``), after which the slot is free at once."""
+        ring, slot, start, n = desc
+        table = self._tables[ring]
+        region = np.frombuffer(self._maps[ring], np.uint8, n, _DATA_START + start)
+        if self.copy:
+            owned = region.copy()
+            del region
+            table[slot] = 0
+            return owned
+        weakref.finalize(region, _release, table, slot)
+        return region
+
+    def close(self) -> None:
+        """Unlink names a worker never took, drop the mappings (if no array still views
+        them; otherwise they go with the last such array)."""
+        unlink_all(self.paths)
+        self._tables = []
+        for m in self._maps:
+            try:
+                m.close()
+            except BufferError:  # arrays the user still holds view it; freed with them
+                pass
+        self._maps = []
+
+
+def _release(table: np.ndarray, slot: int) -> None:
+    table[slot] = 0
