@@ -1,0 +1,222 @@
+"""Encoding datapoints to bytes: a safe, versioned codec for disks and networks, and a fast
+local one for processes of one runner.
+
+:func:`dumps` / :func:`loads` — **safe**: msgpack, never pickle, so decoding bytes from an
+untrusted machine cannot run code. It keeps what ML datapoints hold:
+
+- ``None``, ``bool``, ``int`` (any size msgpack supports: -2**63 .. 2**64-1), ``float``,
+  ``complex``, ``str``, ``bytes``;
+- ``list`` and ``dict`` (keys of any encodable scalar type, ints included), **tuples stay
+  tuples**;
+- numpy arrays of every numeric, bool, bytes/str (``S``/``U``) and datetime dtype, of any
+  shape (zero-size included; non-contiguous ones are made contiguous), decoded as writable
+  arrays; numpy scalars decode as numpy scalars.
+
+Object arrays (which would need pickle) and other Python objects raise
+:class:`CodecError` naming the type. Every payload starts with ``DFC`` and a version byte;
+bytes written by a newer version are refused with a message saying which version wrote them.
+
+:func:`dumps_local` / :func:`loads_local` — pickle protocol 5, fast and general, for use
+**only** between processes that trust each other (the workers of one runner).
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from .errors import DataFlowError
+
+__all__ = [
+    "CODEC_VERSION",
+    "CodecError",
+    "dumps",
+    "dumps_frames",
+    "dumps_local",
+    "loads",
+    "loads_frames",
+    "loads_local",
+]
+
+CODEC_VERSION = 1
+_MAGIC = b"DFC"
+_HEADER = _MAGIC + bytes([CODEC_VERSION])
+
+_EXT_ARRAY = 1
+_EXT_TUPLE = 2
+_EXT_SCALAR = 3
+_EXT_COMPLEX = 4
+
+
+class CodecError(DataFlowError, ValueError):
+    """Data that the safe codec cannot encode, or bytes it cannot decode."""
+
+
+def _check_dtype(dtype: np.dtype, what: str) -> None:
+    if dtype.hasobject:
+        raise CodecError(
+            f"codec: {what} has dtype {dtype} holding Python objects, which cannot be encoded "
+            f"safely (it would need pickle); convert it to a numeric/str array or a list"
+        )
+
+
+class _Encoder:
+    """One encoding: msgpack for the structure, array bytes collected as separate buffers."""
+
+    def __init__(self) -> None:
+        self.buffers: list[memoryview] = []
+
+    def array(self, arr: np.ndarray, code: int) -> msgpack.ExtType:
+        _check_dtype(arr.dtype, "a numpy array")
+        arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray makes 0-d 1-d
+        self.buffers.append(arr.reshape(-1).view(np.uint8).data)  # no copy; datetime/structured too
+        descr = arr.dtype.descr if arr.dtype.fields else arr.dtype.str
+        return msgpack.ExtType(code, msgpack.packb([descr, arr.shape, len(self.buffers) - 1]))
+
+    def default(self, obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            return self.array(obj, _EXT_ARRAY)
+        if isinstance(obj, tuple):
+            return msgpack.ExtType(_EXT_TUPLE, self.pack(list(obj)))
+        if isinstance(obj, np.generic):
+            return self.array(np.asarray(obj), _EXT_SCALAR)
+        if isinstance(obj, complex):
+            return msgpack.ExtType(_EXT_COMPLEX, msgpack.packb([obj.real, obj.imag]))
+        for base in (bool, int, float, str, bytes, list, dict):  # subclasses (IntEnum, OrderedDict)
+            if isinstance(obj, base):
+                return base(obj)
+        raise CodecError(
+            f"codec: cannot encode a {type(obj).__module__}.{type(obj).__qualname__} safely; "
+            f"datapoints may hold None, bool, int, float, complex, str, bytes, lists, tuples, "
+            f"dicts and numpy arrays/scalars"
+        )
+
+    def pack(self, obj: Any) -> bytes:
+        return msgpack.packb(obj, default=self.default, use_bin_type=True, strict_types=True)
+
+
+class _Decoder:
+    """One decoding: rebuilds arrays from the buffers (views when they are writable)."""
+
+    def __init__(self, buffers: list[memoryview]) -> None:
+        self.buffers = buffers
+
+    def ext_hook(self, code: int, data: bytes) -> Any:
+        if code == _EXT_TUPLE:
+            return tuple(self.unpack(data))
+        if code in (_EXT_ARRAY, _EXT_SCALAR):
+            return self.array(code, data)
+        if code == _EXT_COMPLEX:
+            real, imag = msgpack.unpackb(data)
+            return complex(real, imag)
+        raise CodecError(f"codec: unknown extension type {code}")
+
+    def array(self, code: int, data: bytes) -> Any:
+        descr, shape, index = msgpack.unpackb(data, raw=False)
+        dtype = np.dtype(descr if isinstance(descr, str) else [tuple(f) for f in descr])
+        _check_dtype(dtype, "the encoded array")
+        shape = tuple(shape)
+        if any(not isinstance(n, int) or n < 0 for n in shape) or not 0 <= index < len(self.buffers):
+            raise CodecError(f"codec: malformed array header (shape {shape}, buffer {index})")
+        raw = self.buffers[index]
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if raw.nbytes != expected:
+            raise CodecError(
+                f"codec: array of shape {shape} and dtype {dtype} needs {expected} bytes, got {raw.nbytes}"
+            )
+        arr = np.frombuffer(raw, dtype=dtype) if expected else np.empty(0, dtype)
+        arr = arr.reshape(shape)
+        if not arr.flags.writeable:
+            arr = arr.copy()  # input was immutable bytes: give an owned, writable array
+        return arr[()] if code == _EXT_SCALAR else arr
+
+    def unpack(self, data: bytes | memoryview) -> Any:
+        return msgpack.unpackb(data, ext_hook=self.ext_hook, raw=False, strict_map_key=False, use_list=True)
+
+
+def dumps_frames(obj: Any) -> list[Any]:
+    """Encode ``obj`` as ``[header + msgpack body, *array buffers]`` without copying the arrays:
+    send these as one multipart message (see :func:`loads_frames`)."""
+    enc = _Encoder()
+    try:
+        body = enc.pack(obj)
+    except CodecError:
+        raise
+    except (TypeError, ValueError, OverflowError) as e:
+        raise CodecError(f"codec: cannot encode {type(obj).__name__}: {e}") from e
+    return [_HEADER + body, *enc.buffers]
+
+
+def loads_frames(frames: list[Any]) -> Any:
+    """Decode the frames of :func:`dumps_frames`; arrays view writable frames (no copy)."""
+    if not frames:
+        raise CodecError("codec: no data")
+    body = _check_header(memoryview(frames[0]))
+    return _decode(body, [memoryview(f).cast("B") for f in frames[1:]])
+
+
+def dumps(obj: Any) -> bytes:
+    """Encode ``obj`` with the safe codec into one ``bytes`` (see the module docstring).
+    Raises :class:`CodecError` for objects it cannot represent without pickle."""
+    head, *buffers = dumps_frames(obj)
+    lengths = struct.pack(f"<I{len(buffers)}Q", len(buffers), *(b.nbytes for b in buffers))
+    return b"".join([head[:4], struct.pack("<Q", len(head) - 4), lengths, head[4:], *buffers])
+
+
+def loads(data: bytes | bytearray | memoryview) -> Any:
+    """Decode bytes from :func:`dumps`. Never runs code from the input; malformed or
+    truncated input raises :class:`CodecError`. Arrays view ``data`` when it is writable,
+    else they are copies."""
+    view = memoryview(data).cast("B")
+    _check_header(view)
+    try:
+        (body_len,) = struct.unpack_from("<Q", view, 4)
+        (count,) = struct.unpack_from("<I", view, 12)
+        lengths = struct.unpack_from(f"<{count}Q", view, 16)
+    except struct.error as e:
+        raise CodecError(f"codec: truncated data ({e})") from None
+    pos = 16 + 8 * count
+    body = view[pos : pos + body_len]
+    pos += body_len
+    buffers = []
+    for n in lengths:
+        buffers.append(view[pos : pos + n])
+        pos += n
+    if pos != view.nbytes or body.nbytes != body_len:
+        raise CodecError(f"codec: truncated or oversized data ({view.nbytes} bytes, layout says {pos})")
+    return _decode(body, buffers)
+
+
+def _check_header(view: memoryview) -> memoryview:
+    if view.nbytes < len(_HEADER) or bytes(view[:3]) != _MAGIC:
+        raise CodecError("codec: not dataflow-codec data (missing the 'DFC' header)")
+    version = view[3]
+    if version > CODEC_VERSION:
+        raise CodecError(
+            f"codec: this data was written by codec version {version}, newer than this library's "
+            f"version {CODEC_VERSION}; upgrade dataflow-ml to read it"
+        )
+    return view[len(_HEADER) :]
+
+
+def _decode(body: memoryview, buffers: list[memoryview]) -> Any:
+    try:
+        return _Decoder(buffers).unpack(body)
+    except CodecError:
+        raise
+    except Exception as e:  # msgpack raises several types for malformed input
+        raise CodecError(f"codec: malformed data ({type(e).__name__}: {e})") from e
+
+
+def dumps_local(obj: Any) -> bytes:
+    """Pickle protocol 5. Only for processes that trust each other (one runner's workers)."""
+    return pickle.dumps(obj, protocol=5)
+
+
+def loads_local(data: bytes | bytearray | memoryview) -> Any:
+    """Unpickle. **Never** call this on data from another machine or an untrusted file."""
+    return pickle.loads(data)
