@@ -64,6 +64,7 @@ class ProcessPool:
     ) -> None:
         self.stage = stage
         self.timeout = timeout
+        self._next_check = 0.0
         context = get_context(stage, start_method)
         check_picklable(stage, context.get_start_method(), **picklable)
         self.endpoint = tr.new_endpoint(stage.lower())
@@ -94,6 +95,10 @@ class ProcessPool:
     def recv_frames(self) -> list[zmq.Frame]:
         """The next multipart message, checking liveness and ``timeout`` while waiting."""
         sock = self.sock
+        now = time.monotonic()
+        if now >= self._next_check:  # on a clock too: another busy worker must not hide a death
+            self._next_check = now + POLL_MS / 1000
+            check_workers(self.stage, self.procs)
         try:
             return sock.recv_multipart(zmq.NOBLOCK, copy=False)
         except zmq.Again:

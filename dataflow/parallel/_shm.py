@@ -11,20 +11,21 @@ each large buffer into the data area (one memcpy), marks its slot busy and sends
 ``(ring, slot, offset, nbytes)`` instead of the bytes. The consumer rebuilds the array as a
 view of the ring (no copy) with a finalizer on that view: when the consumer drops the last
 array that views it, the slot is marked free and the worker may reuse its bytes. So **an
-array the consumer still holds is never overwritten**. Allocation is first-in first-out: space
-is reused in the order it was handed out. If the ring has no room for a while (the consumer
-keeps many arrays alive), the worker sends that buffer over ZMQ instead: slower, never stuck.
+array the consumer still holds is never overwritten**. Allocation is next-fit over the free
+gaps, so an array kept for long holds only its own bytes. If the ring has no room for 50 ms
+(the consumer keeps many arrays alive), the worker sends that buffer over ZMQ instead, and
+keeps doing so without waiting until room appears: slower, never stuck.
 """
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import time
 import uuid
 import warnings
 import weakref
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,11 @@ def _map(path: str) -> mmap.mmap:
 
 
 class RingWriter:
-    """The worker's side of one ring (single producer). Not thread-safe."""
+    """The worker's side of one ring (single producer). Not thread-safe.
+
+    Allocation is next-fit over the gaps between live buffers, so one array the consumer
+    keeps for long only takes its own bytes; it does not block the rest of the ring.
+    """
 
     def __init__(self, path: str, index: int) -> None:
         self.index = index
@@ -104,31 +109,44 @@ class RingWriter:
         self._table = np.frombuffer(self._mm, np.uint8, TABLE_SLOTS)
         self._data = np.frombuffer(self._mm, np.uint8, offset=_DATA_START)
         self._cap = len(self._data)
-        self._live: deque[tuple[int, int, int]] = deque()  # (slot, start, end), oldest first
+        self._live: list[tuple[int, int, int]] = []  # (start, end, slot), sorted by start
         self._pos = 0
         self._next_slot = 0
+        self._starved = False  # the last wait for room timed out: don't wait again until room
 
     def _reclaim(self) -> None:
-        live, table = self._live, self._table
-        while live and table[live[0][0]] == 0:
-            live.popleft()
-        if not live:
-            self._pos = 0
+        table = self._table
+        self._live = [a for a in self._live if table[a[2]] != 0]
+
+    def _free_slot(self) -> int | None:
+        free = np.flatnonzero(self._table == 0)
+        if not len(free):
+            return None
+        after = free[free >= self._next_slot]
+        return int(after[0] if len(after) else free[0])
 
     def _place(self, n: int) -> int | None:
-        """Start offset for ``n`` bytes, or ``None`` if there is no room now."""
-        if self._table[self._next_slot] != 0:
+        """Start offset of a free gap of ``n`` bytes, next-fit from the last write."""
+        live, cap, pos = self._live, self._cap, self._pos
+        gaps = []
+        prev_end = 0
+        for start, end, _ in live:
+            if start - prev_end >= n:
+                gaps.append(prev_end)
+            prev_end = end
+        if cap - prev_end >= n:
+            gaps.append(prev_end)
+        if not gaps:
             return None
-        if not self._live:
-            return 0 if n <= self._cap else None
-        head, pos = self._live[0][1], self._pos
-        if pos > head:
-            if self._cap - pos >= n:
-                return pos
-            return 0 if head >= n else None
-        if pos < head and head - pos >= n:
-            return pos
-        return None
+        return next((g for g in gaps if g >= pos), gaps[0])
+
+    def _try_place(self, size: int) -> tuple[int, int] | None:
+        self._reclaim()
+        slot = self._free_slot()
+        if slot is None:
+            return None
+        start = self._place(size)
+        return None if start is None else (start, slot)
 
     def write(self, buf: memoryview) -> Descriptor | None:
         """Copy ``buf`` into the ring; its descriptor, or ``None`` to send it another way."""
@@ -136,20 +154,19 @@ class RingWriter:
         size = (n + _ALIGN - 1) & ~(_ALIGN - 1)
         if size > self._cap:
             return None
-        self._reclaim()
-        start = self._place(size)
-        if start is None:
+        placed = self._try_place(size)
+        if placed is None and not self._starved:
             deadline = time.monotonic() + _WAIT_S
-            while start is None and time.monotonic() < deadline:
+            while placed is None and time.monotonic() < deadline:
                 time.sleep(0.0005)
-                self._reclaim()
-                start = self._place(size)
-            if start is None:
-                return None
+                placed = self._try_place(size)
+        self._starved = placed is None
+        if placed is None:
+            return None
+        start, slot = placed
         self._data[start : start + n] = np.frombuffer(buf, np.uint8)
-        slot = self._next_slot
         self._table[slot] = 1
-        self._live.append((slot, start, start + size))
+        bisect.insort(self._live, (start, start + size, slot))
         self._pos = start + size
         self._next_slot = (slot + 1) % TABLE_SLOTS
         return (self.index, slot, start, n)

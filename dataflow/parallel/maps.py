@@ -13,6 +13,7 @@ module-level function), which is checked with a clear error. Workers are seeded 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ import zmq
 from .. import seeding
 from .._checks import check_int
 from ..base import DataFlow
-from ..errors import DataFlowNotReset
+from ..errors import DataFlowNotReset, WorkerError
 from ..ops._stack import collate
 from . import _transport as tr
 from ._map_base import ParallelMapBase, TaskId
@@ -147,9 +148,12 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         ident = min(self._load, key=self._load.__getitem__)
         try:
             tr.send(pool.sock, tr.DATA, (task_id, chunk), prefix=(ident,))
-        except zmq.ZMQError:  # EHOSTUNREACH: that worker is gone
-            check_workers(type(self).__name__, pool.procs)
-            raise
+        except zmq.ZMQError as e:  # EHOSTUNREACH: that worker is gone; name it once reapable
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                check_workers(type(self).__name__, pool.procs)
+                time.sleep(0.02)
+            raise WorkerError(f"{type(self).__name__}: cannot reach worker {ident.decode()}: {e}") from e
         self._load[ident] += 1
 
     def _receive(self) -> tuple[TaskId, bytes, Any]:

@@ -1,0 +1,402 @@
+"""dataflow/parallel/_shm.py (with the framing of _transport.py): the shared-memory ring,
+in one process. A :class:`RingWriter` and a :class:`RingReader` share a ring; messages are
+encoded with ``_transport.send(..., ring=writer)`` on an inproc PUSH socket and decoded with
+``_transport.decode(frames, reader)`` from the PULL end, exactly as between a worker and the
+consumer."""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import mmap
+import os
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import zmq
+
+from dataflow.parallel import _shm
+from dataflow.parallel import _transport as tr
+from dataflow.parallel._shm import RingReader, RingWriter
+
+pytestmark = pytest.mark.timeout(60)
+
+KiB = 1024
+MiB = 1024 * KiB
+DTYPES = [np.uint8, np.int16, np.float32, np.float64, np.complex64, np.bool_]
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def our_shm() -> set[str]:
+    """Ring files in /dev/shm created by this process (rings are named after the consumer's
+    pid, so concurrent test runs in other processes do not interfere)."""
+    prefix = f"dataflow-{os.getpid()}-"
+    return {n for n in os.listdir("/dev/shm") if n.startswith(prefix)}
+
+
+def digest(arr: np.ndarray) -> tuple[str, tuple[int, ...], str]:
+    """What identifies an array's logical content: dtype, shape, bytes in C order."""
+    return arr.dtype.str, arr.shape, hashlib.sha1(arr.tobytes()).hexdigest()
+
+
+def leaves(obj: Any) -> Iterator[np.ndarray]:
+    """The arrays of a nested structure, in a fixed order."""
+    if isinstance(obj, np.ndarray):
+        yield obj
+    elif isinstance(obj, dict):
+        for k in sorted(obj):
+            yield from leaves(obj[k])
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from leaves(v)
+
+
+def root(arr: np.ndarray) -> np.ndarray:
+    """The last ndarray in ``arr``'s chain of bases."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def views_shm(arr: np.ndarray) -> bool:
+    base = root(arr).base
+    return isinstance(base, mmap.mmap) or (isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap))
+
+
+def owns_memory(arr: np.ndarray) -> bool:
+    r = root(arr)
+    return r.base is None and r.flags.owndata
+
+
+def random_array(rng: np.random.Generator, large: bool) -> np.ndarray:
+    """A random array of a random dtype, shape and memory layout: C, Fortran, a transpose,
+    a strided slice, a reversed view; ``large`` ones have 16 KiB to 600 KiB (so they travel
+    out of band, through the ring), small ones less than 16 KiB."""
+    dtype = np.dtype(DTYPES[rng.integers(len(DTYPES))])
+    nbytes = int(rng.integers(16 * KiB, 600 * KiB)) if large else int(rng.integers(1, 8 * KiB))
+    ndim = int(rng.integers(1, 4))
+    n = max(1, nbytes // dtype.itemsize)
+    shape = [int(rng.integers(1, 9)) for _ in range(ndim - 1)]
+    shape.append(max(1, n // int(np.prod(shape))))
+    layout = rng.choice(["C", "C", "F", "T", "step", "rev"])
+    if layout == "step":
+        shape[-1] *= 2
+    size = int(np.prod(shape))
+    if dtype == np.bool_:
+        a = rng.integers(0, 2, size, dtype=np.uint8).astype(bool)
+    else:
+        a = rng.integers(0, 256, size * dtype.itemsize, dtype=np.uint8).view(dtype)
+    a = a.reshape(shape)
+    if layout == "F":
+        a = np.asfortranarray(a)
+    elif layout == "T":
+        a = a.T
+    elif layout == "step":
+        a = a[..., ::2]
+    elif layout == "rev":
+        a = a[::-1]
+    return a
+
+
+def random_message(rng: np.random.Generator, i: int) -> Any:
+    """Message ``i``: a lone array, a list of arrays, or a nested dict/list/tuple mixing large,
+    small, zero-size and 0-d arrays."""
+    kind = i % 4
+    if kind == 0:
+        return random_array(rng, large=True)
+    if kind == 1:
+        return [i, random_array(rng, large=True), random_array(rng, large=False)]
+    if kind == 2:
+        return {
+            "img": random_array(rng, large=True),
+            "pair": (random_array(rng, large=bool(rng.integers(2))), np.zeros((0, 5), np.float32)),
+            "deep": [[np.array(i, dtype=np.int16)], {"x": np.empty((3, 0, 2), np.complex64)}],
+        }
+    return (random_array(rng, large=False), np.array(True), [random_array(rng, large=True)])
+
+
+class Channel:
+    """A ring and an inproc PUSH/PULL pair: ``send`` as a worker does, ``recv`` as the
+    consumer does; ``last_descriptors`` tells where each out-of-band buffer went (a
+    descriptor for the ring, ``None`` for a ZMQ frame)."""
+
+    def __init__(
+        self, ctx: zmq.Context, total_bytes: int, copy: bool = False, name: str = "inproc://ring"
+    ) -> None:
+        reader = RingReader.create("RingTest", 1, total_bytes, copy=copy)
+        assert reader is not None
+        self.reader = reader
+        self.writer = RingWriter(reader.paths[0], 0)
+        self.push = ctx.socket(zmq.PUSH)
+        self.pull = ctx.socket(zmq.PULL)
+        self.push.bind(name)
+        self.pull.connect(name)
+        self.last_descriptors: list[Any] = []
+
+    def send(self, obj: Any) -> None:
+        tr.send(self.push, tr.DATA, obj, ring=self.writer)
+
+    def recv(self) -> Any:
+        frames = self.pull.recv_multipart(copy=False)
+        self.last_descriptors = pickle.loads(frames[2].bytes) if len(frames) > 2 and frames[2].bytes else []
+        kind, obj = tr.decode(frames, self.reader)
+        assert kind == tr.DATA
+        return obj
+
+    def roundtrip(self, obj: Any) -> Any:
+        self.send(obj)
+        return self.recv()
+
+    def live(self) -> int:
+        """Slots the writer still considers in use (after taking back the released ones)."""
+        self.writer._reclaim()
+        return len(self.writer._live)
+
+    def busy_slots(self) -> int:
+        return int(np.count_nonzero(self.reader._tables[0]))
+
+    def close(self) -> None:
+        self.push.close(linger=0)
+        self.pull.close(linger=0)
+        self.writer.close()
+        self.reader.close()
+
+
+@pytest.fixture
+def channel() -> Iterator[Any]:
+    """``channel(total_bytes, copy=False)`` opens a :class:`Channel`; all are closed (and
+    /dev/shm checked clean) at the end."""
+    ctx = zmq.Context()
+    opened: list[Channel] = []
+    before = our_shm()
+
+    def make(total_bytes: int, copy: bool = False) -> Channel:
+        ch = Channel(ctx, total_bytes, copy, name=f"inproc://ring-{len(opened)}")
+        opened.append(ch)
+        return ch
+
+    yield make
+    gc.collect()
+    for ch in opened:
+        ch.close()
+    ctx.term()
+    assert our_shm() - before == set()
+
+
+# --- integrity -----------------------------------------------------------------------------
+
+
+def test_1000_messages_arrive_intact_while_held_arrays_survive_ring_cycling(channel: Any) -> None:
+    ch = channel(24 * MiB)
+    rng = np.random.default_rng(0)
+    held: list[tuple[int, list[np.ndarray], list[Any]]] = []  # (release at, arrays, digests)
+    ring_bytes = frame_buffers = verified_held = 0
+    n = 1000
+    for i in range(n):
+        msg = random_message(rng, i)
+        expected = [digest(a) for a in leaves(msg)]
+        got = ch.roundtrip(msg)
+        assert type(got) is type(msg)
+        del msg  # the consumer's arrays must not depend on the sender's objects
+        arrays = list(leaves(got))
+        assert [digest(a) for a in arrays] == expected, f"message {i} corrupted"
+        ring_bytes += sum(d[3] for d in ch.last_descriptors if d is not None)
+        frame_buffers += sum(d is None for d in ch.last_descriptors)
+        if rng.random() < 0.2 or i >= n - 15:  # hold some for a while, the last ones to the end
+            held.append((i + int(rng.integers(1, 30)), arrays, expected))
+        for entry in [h for h in held if h[0] <= i and h[0] < n]:  # due: verify, then release
+            assert [digest(a) for a in entry[1]] == entry[2], f"held message overwritten by {i}"
+            held.remove(entry)
+            verified_held += 1
+            del entry
+        del got, arrays
+    for _, arrays, expected in held:  # still held at the end: intact
+        assert [digest(a) for a in arrays] == expected
+    assert verified_held > 100
+    # the ring was really used, and cycled several times, while arrays were held
+    assert ring_bytes > 4 * ch.writer._cap, (ring_bytes, ch.writer._cap)
+    assert frame_buffers < n // 10  # holding a few arrays for a while fits: nearly no fallback
+    del held, arrays
+    gc.collect()
+    assert ch.live() == 0 and ch.busy_slots() == 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(40_000, dtype=np.float64).reshape(200, 200)[::3, 1::2],  # strided
+        lambda: np.arange(40_000, dtype=np.int16).reshape(200, 200).T,  # transpose
+        lambda: np.asfortranarray(np.arange(60_000, dtype=np.float32).reshape(300, 200)),
+        lambda: np.arange(30_000, dtype=np.complex64)[::-1],
+        lambda: (np.arange(100_000) % 3 == 0),  # bool
+        lambda: np.zeros((0, 100_000), np.uint8),  # zero-size
+        lambda: np.array(3.5),  # 0-d
+        lambda: np.zeros((100_000, 0), np.float64),
+    ],
+    ids=["strided", "transpose", "fortran", "reversed", "bool", "zero-size", "0-d", "zero-size-2"],
+)
+def test_layouts_round_trip_exactly(channel: Any, make: Any) -> None:
+    ch = channel(4 * MiB)
+    a = make()
+    got = ch.roundtrip({"a": a, "nested": [(a, a)]})
+    for g in leaves(got):
+        assert digest(g) == digest(a)
+        assert np.array_equal(g, a)
+        assert g.flags.writeable
+    if a.flags.f_contiguous and not a.flags.c_contiguous:
+        assert got["a"].flags.f_contiguous  # Fortran order is kept, not just the values
+
+
+def test_received_views_are_writable_views_of_the_ring(channel: Any) -> None:
+    ch = channel(4 * MiB)
+    a = np.arange(100_000, dtype=np.float32)
+    got = ch.roundtrip([a, a * 2])
+    assert all(d is not None for d in ch.last_descriptors)
+    for g in got:
+        assert views_shm(g)
+        assert g.flags.writeable
+    got[0][:10] = -1  # writing into one view touches nothing else
+    assert np.array_equal(got[0][10:], a[10:]) and np.array_equal(got[1], a * 2)
+
+
+# --- lifetime ------------------------------------------------------------------------------
+
+
+def test_slots_are_released_when_the_consumer_drops_the_arrays(channel: Any) -> None:
+    ch = channel(8 * MiB)
+    got = [ch.roundtrip(np.full(50_000, i, np.int32)) for i in range(10)]
+    assert ch.live() == 10 and ch.busy_slots() == 10
+    del got[:5]
+    gc.collect()
+    assert ch.live() == 5  # oldest first: the first five are free again
+    assert ch.busy_slots() == 5
+    # a derived view keeps its slot busy: the array's memory is still in use
+    keep = got[-1][::7]
+    del got
+    gc.collect()
+    assert ch.busy_slots() == 1 and ch.live() == 1
+    assert np.all(keep == 9)
+    del keep
+    gc.collect()
+    assert ch.live() == 0 and ch.busy_slots() == 0
+
+
+def test_copy_true_gives_owned_arrays_and_frees_the_slot_at_once(channel: Any) -> None:
+    ch = channel(8 * MiB, copy=True)
+    got = [ch.roundtrip({"x": np.full((300, 300), i, np.float32)}) for i in range(20)]
+    assert ch.live() == 0 and ch.busy_slots() == 0  # all still held, yet every slot is free
+    for i, g in enumerate(got):
+        x = g["x"]
+        assert owns_memory(x) and not views_shm(x)
+        assert x.flags.writeable
+        assert x.shape == (300, 300) and np.all(x == i)
+    # the ring's bytes are reused, the copies are not affected
+    more = [ch.roundtrip(np.full(90_000, -1.0)) for _ in range(200)]
+    assert all(np.all(g["x"] == i) for i, g in enumerate(got))
+    assert all(np.all(m == -1.0) for m in more)
+
+
+def test_ring_full_of_held_arrays_falls_back_to_zmq_and_everything_survives(channel: Any) -> None:
+    ch = channel(1 * MiB)
+    held, where = [], []
+    for i in range(20):  # 20 x 128 KiB held by the consumer: the ring cannot take them all
+        held.append(ch.roundtrip(np.full(128 * KiB, i % 256, np.uint8)))
+        where.append(ch.last_descriptors[0] is not None)
+    assert where[0] and not all(where)  # first ones in the ring, later ones as ZMQ frames
+    assert where.index(False) >= 5
+    for i, (arr, in_ring) in enumerate(zip(held, where)):
+        assert arr.shape == (128 * KiB,) and np.all(arr == i % 256)
+        assert views_shm(arr) == in_ring
+        assert arr.flags.writeable
+    del held, arr
+    gc.collect()
+    assert ch.live() == 0
+    again = ch.roundtrip(np.full(128 * KiB, 7, np.uint8))
+    assert ch.last_descriptors[0] is not None and np.all(again == 7)  # the ring is usable again
+
+
+def test_array_bigger_than_the_ring_goes_over_zmq(channel: Any) -> None:
+    ch = channel(1 * MiB)
+    big = np.random.default_rng(1).integers(0, 2**31, 1 * MiB, dtype=np.int32)  # 4 MiB
+    small = np.arange(20_000, dtype=np.float64)
+    got = ch.roundtrip([big, small])
+    assert ch.last_descriptors[0] is None and ch.last_descriptors[1] is not None
+    assert digest(got[0]) == digest(big) and digest(got[1]) == digest(small)
+    assert not views_shm(got[0]) and views_shm(got[1])
+    assert got[0].flags.writeable
+
+
+def test_one_long_held_array_does_not_stall_the_ring(channel: Any) -> None:
+    """Holding a single early array (say, the first batch, kept for logging) must not push
+    every later buffer off the ring: the ring has plenty of free space. With first-in
+    first-out reuse it does, and each later buffer then costs the writer a 50 ms wait before
+    it falls back to ZMQ (20 datapoints/s for one worker)."""
+    ch = channel(4 * MiB)
+    first = ch.roundtrip(np.full(100 * KiB, 1, np.uint8))
+    fallbacks = 0
+    for i in range(80):  # 8 MiB through a 4 MiB ring, each array dropped at once
+        got = ch.roundtrip(np.full(100 * KiB, i % 200, np.uint8))
+        assert np.all(got == i % 200)
+        fallbacks += ch.last_descriptors[0] is None
+        del got
+    assert np.all(first == 1)
+    assert fallbacks == 0, f"{fallbacks} of 80 buffers left the ring while one 100 KiB array was held"
+
+
+# --- /dev/shm hygiene ----------------------------------------------------------------------
+
+
+def test_names_are_unlinked_by_the_writer_and_by_close() -> None:
+    before = our_shm()
+    reader = RingReader.create("RingTest", 3, 3 * MiB)
+    assert reader is not None
+    assert len(our_shm() - before) == 3  # created, not yet taken by any worker
+    writer = RingWriter(reader.paths[1], 1)
+    assert len(our_shm() - before) == 2  # the worker's side unlinks once it has mapped it
+    reader.close()  # unlinks the names no worker took
+    assert our_shm() - before == set()
+    writer.close()
+
+
+def test_close_while_arrays_are_held_keeps_them_valid_and_leaves_nothing() -> None:
+    before = our_shm()
+    ctx = zmq.Context()
+    ch = Channel(ctx, 2 * MiB, name="inproc://held-across-close")
+    got = [ch.roundtrip(np.full(40_000, i, np.float64)) for i in range(5)]
+    assert all(views_shm(g) for g in got)
+    ch.close()
+    ctx.term()
+    assert our_shm() - before == set()
+    assert all(np.all(g == i) for i, g in enumerate(got))  # mapping lives on with the arrays
+    got[0][:] = 9  # and is still writable memory
+    assert np.all(got[0] == 9)
+    del got
+    gc.collect()
+
+
+def test_shm_that_cannot_be_reserved_gives_none_and_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_shm, "_warned", set())
+    before = our_shm()
+    with pytest.warns(RuntimeWarning, match="shm_bytes") as rec:
+        assert RingReader.create("RingTooBig", 2, 2**50) is None
+        assert RingReader.create("RingTooBig", 2, 2**50) is None  # warned once per stage
+    assert len([w for w in rec if issubclass(w.category, RuntimeWarning)]) == 1
+    assert "RingTooBig" in str(rec[0].message)
+    assert our_shm() - before == set()  # the partial reservation was undone
+
+
+def test_ring_too_small_for_the_table_is_refused() -> None:
+    assert _shm.create_rings("RingTest", 2, 4096) is None
+
+
+def test_shm_message_without_rings_is_an_error(channel: Any) -> None:
+    ch = channel(2 * MiB)
+    ch.send(np.zeros(100_000, np.uint8))
+    frames = ch.pull.recv_multipart(copy=False)
+    with pytest.raises(RuntimeError, match="without rings"):
+        tr.decode(frames, None)
