@@ -20,7 +20,9 @@ from .ops.map import FilterData, MapData, MapDataComponent, SelectComponent
 from .ops.padded_batch import PaddedBatchData
 from .ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from .ops.shuffle import LocallyShuffleData
+from .codec import CodecError
 from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
+from .parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
 from .parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
 from .parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
 from .seeding import set_seed
@@ -43,6 +45,7 @@ __all__ = [
     "BatchData",
     "BatchDataByShape",
     "CacheData",
+    "CodecError",
     "ComponentError",
     "ConcatData",
     "DataFlow",
@@ -79,6 +82,7 @@ __all__ = [
     "RandomChooseData",
     "RandomMixData",
     "ReentrancyGuard",
+    "RemoteDataZMQ",
     "RepeatedData",
     "RepeatedDataPoint",
     "SelectComponent",
@@ -92,7 +96,9 @@ __all__ = [
     "WorkerError",
     "__version__",
     "describe_datapoint",
+    "generate_curve_keypair",
     "profile",
     "seeding",
+    "send_dataflow_zmq",
     "set_seed",
 ]

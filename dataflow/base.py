@@ -28,7 +28,7 @@ from .errors import DataFlowNotReset, DataFlowReentrantError, LengthUnknownError
 
 __all__ = ["DataFlow", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
 
-#: A datapoint: a list/tuple of components, or a dict of named components.
+#: The type of a datapoint, a list/tuple of components or a dict of named components.
 Datapoint = list | tuple | dict
 
 

@@ -1,0 +1,104 @@
+"""Sphinx configuration for the dataflow docs.
+
+Build: ``python -m sphinx -W -b html docs docs/_build/html`` (warnings are errors; the
+test suite runs this in tests/test_docs.py). Only the stdlib theme (alabaster) and
+built-in extensions are used, so ``pip install -e ".[docs]"`` is all it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+DOCS_DIR = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(DOCS_DIR)
+sys.path.insert(0, ROOT)  # document the working tree, installed or not
+
+project = "dataflow"
+author = "The dataflow authors"
+copyright = "The dataflow authors; Apache-2.0"
+import dataflow  # noqa: E402 -- importable only after the sys.path change above
+
+release = dataflow.__version__
+version = release
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+]
+
+# docs/performance.md is plain markdown written by the benchmark; it is not a sphinx
+# source. performance.rst shows its text (see _insert_performance_table below).
+exclude_patterns = ["_build", "performance.md", "Thumbs.db", ".DS_Store"]
+root_doc = "index"
+
+autodoc_member_order = "bysource"
+autodoc_default_options = {"show-inheritance": True}
+autodoc_typehints = "signature"
+napoleon_google_docstring = True
+napoleon_numpy_docstring = True
+napoleon_use_ivar = True  # "Attributes:" as fields, so no duplicate attribute entries
+
+html_theme = "alabaster"
+html_theme_options = {
+    "description": "Fast, framework-agnostic data loading for ML training",
+    "fixed_sidebar": True,
+}
+html_static_path: list[str] = []
+
+_PERF_PLACEHOLDER = ".. performance-table"
+
+
+def _insert_performance_table(app: object, docname: str, source: list[str]) -> None:
+    """Insert docs/performance.md verbatim into the ``performance`` page, if it exists."""
+    if docname != "performance" or _PERF_PLACEHOLDER not in source[0]:
+        return
+    path = os.path.join(DOCS_DIR, "performance.md")
+    if os.path.exists(path):
+        app.env.note_dependency(path)  # type: ignore[attr-defined]  # rebuild when it changes
+        with open(path, encoding="utf-8") as f:
+            body = "".join("   " + line if line.strip() else "\n" for line in f.readlines())
+        block = ".. code-block:: text\n\n" + body.rstrip() + "\n"
+    else:
+        block = "*docs/performance.md has not been written yet.*\n"
+    source[0] = source[0].replace(_PERF_PLACEHOLDER, block)
+
+
+def _canonical_name(target: str) -> str | None:
+    """``dataflow.set_seed`` or ``BatchData`` -> where it is documented
+    (``dataflow.seeding.set_seed``, ``dataflow.ops.batch.BatchData``); else ``None``.
+
+    Docstrings and pages refer to objects by their public spelling (``dataflow.X``); the API
+    page documents them in the modules that define them.
+    """
+    name = target.removeprefix("dataflow.")
+    obj: object = dataflow
+    owner, rest = None, []
+    for i, part in enumerate(name.split(".")):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            return None
+        if hasattr(obj, "__qualname__") and hasattr(obj, "__module__"):
+            owner, rest = obj, name.split(".")[i + 1:]
+    if owner is None or not str(getattr(owner, "__module__", "")).startswith("dataflow"):
+        return None
+    canonical = ".".join([owner.__module__, owner.__qualname__, *rest])  # type: ignore[attr-defined]
+    return None if canonical == target else canonical
+
+
+def _resolve_public_alias(app, env, node, contnode):  # type: ignore[no-untyped-def]
+    if node.get("refdomain") != "py":
+        return None
+    canonical = _canonical_name(node["reftarget"])
+    if canonical is None:
+        return None
+    py = env.get_domain("py")
+    return py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], canonical, node, contnode)
+
+
+def setup(app):  # type: ignore[no-untyped-def]
+    app.connect("source-read", _insert_performance_table)
+    app.connect("missing-reference", _resolve_public_alias)
+    return {"parallel_read_safe": True}
