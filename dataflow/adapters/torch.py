@@ -1,0 +1,185 @@
+"""PyTorch adapter: a DataFlow as an ``IterableDataset``, and batches staged onto a device.
+
+``import dataflow.adapters.torch`` imports torch (an optional extra: ``dataflow-ml[torch]``).
+
+- :func:`to_torch` wraps a flow in an ``IterableDataset`` for ``DataLoader`` or a plain loop;
+  numpy arrays become tensors that share their memory (``torch.from_numpy``: no copy).
+- :class:`DevicePrefetcher` copies batches to a device ahead of use: pinned host memory,
+  ``non_blocking`` copies on a side CUDA stream, ``record_stream`` so the caching allocator
+  does not reuse memory too early, and the consumer's stream waits on an event (not the
+  host). On a CPU device it only converts, so the same code runs without a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..base import DataFlow
+from ._require import require
+
+torch = require("torch", "torch", "dataflow.adapters.torch")
+
+__all__ = ["DataFlowDataset", "DevicePrefetcher", "to_tensors", "to_torch"]
+
+
+def to_tensors(obj: Any) -> Any:
+    """Numpy arrays (and numpy scalars) in ``obj`` as tensors, recursively through lists,
+    tuples and dicts; arrays share memory with their tensors. Other values are unchanged."""
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "iufcb":
+            return torch.from_numpy(obj if obj.flags.writeable else obj.copy())
+        return obj
+    if isinstance(obj, np.generic) and obj.dtype.kind in "iufcb":
+        return torch.as_tensor(obj)
+    if isinstance(obj, list):
+        return [to_tensors(x) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(to_tensors(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: to_tensors(v) for k, v in obj.items()}
+    return obj
+
+
+class DataFlowDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
+    """An ``IterableDataset`` over a DataFlow (build it with :func:`to_torch`).
+
+    The flow is reset once in each process that iterates it (the main process, or each
+    DataLoader worker). Each ``iter()`` is one epoch of the flow.
+
+    **DataLoader workers:** every worker holds a copy of the flow. With ``shard=True``
+    (default) worker *i* of *n* yields the datapoints whose position in the epoch is *i* mod *n*,
+    so each datapoint comes once per epoch — but every worker still *runs* the whole flow.
+    That is right for cheap flows with expensive ``map``s done by DataLoader's collate, and
+    wasteful otherwise: prefer dataflow's own parallelism (``.parallel_map(...)``) with
+    ``DataLoader(ds, batch_size=None, num_workers=0)``, or ``shard=False`` if the flow itself
+    draws random samples (then workers must differ: they are seeded apart by torch).
+    """
+
+    def __init__(self, df: DataFlow, convert: bool = True, shard: bool = True) -> None:
+        super().__init__()
+        self.df = df
+        self.convert = convert
+        self.shard = shard
+        self._reset_pid: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.df)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._reset_pid != os.getpid():
+            self.df.reset_state()
+            self._reset_pid = os.getpid()
+        info = torch.utils.data.get_worker_info()
+        it: Iterable[Any] = self.df
+        if self.shard and info is not None and info.num_workers > 1:
+            it = (dp for i, dp in enumerate(self.df) if i % info.num_workers == info.id)
+        if not self.convert:
+            yield from it
+            return
+        for dp in it:
+            yield to_tensors(dp)
+
+
+def to_torch(df: DataFlow, convert: bool = True, shard: bool = True) -> DataFlowDataset:
+    """``df`` as a ``torch.utils.data.IterableDataset`` (see :class:`DataFlowDataset`).
+
+    Typical use, with batching and parallelism done by dataflow::
+
+        loader = DataLoader(to_torch(df.batch(64)), batch_size=None, num_workers=0)
+    """
+    return DataFlowDataset(df, convert=convert, shard=shard)
+
+
+def _tensors_of(obj: Any) -> Iterator[Any]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors_of(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors_of(x)
+
+
+def _map_tensors(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, list):
+        return [_map_tensors(x, fn) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_map_tensors(x, fn) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+class DevicePrefetcher:
+    """Iterate ``iterable`` with each batch already on ``device``, ``depth`` batches ahead.
+
+    Batches may hold numpy arrays or tensors (nested in lists/tuples/dicts). On CUDA:
+    tensors are pinned (unless ``pin_memory=False``), copied with ``non_blocking=True`` on a
+    side stream, and the consumer's current stream waits on an event recorded after the
+    copy, so the copy of batch *k+1* overlaps the compute on batch *k* and no host sync
+    happens. ``record_stream`` marks each tensor as used by the consumer stream. On other
+    devices it converts and moves synchronously. Ordering and epochs are the iterable's.
+    """
+
+    def __init__(
+        self, iterable: Iterable[Any], device: Any = "cuda", depth: int = 2, pin_memory: bool | None = None
+    ):
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+            raise ValueError(f"DevicePrefetcher: depth must be an int >= 1, got {depth!r}")
+        self.iterable = iterable
+        self.device = torch.device(device)
+        self.depth = depth
+        self.pin_memory = self.device.type == "cuda" if pin_memory is None else bool(pin_memory)
+
+    def __len__(self) -> int:
+        return len(self.iterable)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.device.type == "cuda":
+            yield from self._iter_cuda()
+            return
+        for batch in self.iterable:
+            yield _map_tensors(to_tensors(batch), lambda t: t.to(self.device))
+
+    def _iter_cuda(self) -> Iterator[Any]:
+        device = self.device
+        side = torch.cuda.Stream(device=device)
+        pending: deque[tuple[Any, Any]] = deque()
+        source = iter(self.iterable)
+
+        def stage() -> bool:
+            batch = next(source, _END)
+            if batch is _END:
+                return False
+            host = to_tensors(batch)
+            if self.pin_memory:
+                host = _map_tensors(host, lambda t: t if t.is_pinned() else t.pin_memory())
+            with torch.cuda.stream(side):
+                moved = _map_tensors(host, lambda t: t.to(device, non_blocking=True))
+                ready = torch.cuda.Event()
+                ready.record(side)
+            pending.append((moved, ready))
+            return True
+
+        for _ in range(self.depth):
+            if not stage():
+                break
+        while pending:
+            moved, ready = pending.popleft()
+            consumer = torch.cuda.current_stream(device)
+            consumer.wait_event(ready)
+            for t in _tensors_of(moved):
+                t.record_stream(consumer)
+            stage()
+            yield moved
+
+
+_END = object()
