@@ -2,6 +2,7 @@
 
 from . import seeding
 from .base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
+from .codec import CodecError
 from .errors import (
     ComponentError,
     DataFlowError,
@@ -20,7 +21,6 @@ from .ops.map import FilterData, MapData, MapDataComponent, SelectComponent
 from .ops.padded_batch import PaddedBatchData
 from .ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from .ops.shuffle import LocallyShuffleData
-from .codec import CodecError
 from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
 from .parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
 from .parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 
-__all__ = ["check_int"]
+__all__ = ["check_int", "check_timeout"]
 
 
 def check_int(stage: str, name: str, value: object, minimum: int = 1, allow: tuple[int, ...] = ()) -> int:
@@ -16,3 +16,12 @@ def check_int(stage: str, name: str, value: object, minimum: int = 1, allow: tup
         extra = f" (or {', '.join(map(str, allow))})" if allow else ""
         raise ValueError(f"{stage}: {name} must be >= {minimum}{extra}, got {value}")
     return value
+
+
+def check_timeout(stage: str, timeout: object) -> float | None:
+    """``timeout`` as seconds (a positive number) or ``None``, else a ``ValueError``."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+        raise ValueError(f"{stage}: timeout must be a positive number of seconds or None, got {timeout!r}")
+    return float(timeout)

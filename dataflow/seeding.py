@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["enter_worker", "get_seed", "seed_sequence", "set_seed"]
+__all__ = ["check_seed", "enter_worker", "get_seed", "resolve_seed", "seed_sequence", "set_seed"]
 
 _lock = threading.Lock()
 _global_root: np.random.SeedSequence | None = None
@@ -71,6 +71,13 @@ def enter_worker(worker_key: tuple[int, ...], seed: int | None = None) -> None:
         state = root.spawn(1)[0].generate_state(2)
     random.seed(int(state[0]))
     np.random.seed(int(state[1]))
+
+
+def resolve_seed(seed: int | None) -> int | None:
+    """The seed a parallel runner hands its workers: its own ``seed=``, else :func:`set_seed`'s.
+
+    Resolved in the parent because spawn/forkserver workers do not inherit module state."""
+    return seed if seed is not None else _global_seed
 
 
 def seed_sequence(seed: int | None = None) -> np.random.SeedSequence:

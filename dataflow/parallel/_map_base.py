@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
-from .._checks import check_int
+from .._checks import check_int, check_timeout
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset
 from . import _transport as tr
@@ -55,15 +55,12 @@ class ParallelMapBase(ProxyDataFlow):
         self.buffer_size = check_int(stage, "buffer_size", buffer_size)
         self.strict = bool(strict)
         self.ordered = bool(ordered)
-        if timeout is not None and not timeout > 0:
-            raise ValueError(
-                f"{stage}: timeout must be a positive number of seconds or None, got {timeout!r}"
-            )
-        self.timeout = timeout
+        self.timeout = check_timeout(stage, timeout)
         self._chunk = chunk
         self._max_inflight = max(1, self.buffer_size // chunk)
         self._guard = ReentrancyGuard(stage)
         self._started = False
+        self._interrupted = False
         self._epoch = 0
         self._inflight = 0
         self._clear_epoch_state()
@@ -129,14 +126,30 @@ class ParallelMapBase(ProxyDataFlow):
                 f"call reset_state() once in the process that iterates"
             )
         with self._guard:
-            if self.strict:
-                yield from self._strict_pass()
-            else:
-                yield from self._endless_epoch()
+            if self._interrupted:  # a message may have been cut in half: start clean
+                self.reset_workers()
+            try:
+                if self.strict:
+                    yield from self._strict_pass()
+                else:
+                    yield from self._endless_epoch()
+            except KeyboardInterrupt:
+                self._interrupted = True
+                raise
+
+    def reset_workers(self) -> None:
+        """Restart the workers without resetting the upstream (after an interrupt)."""
+        self._stop()
+        self._inflight = 0
+        self._endless = None
+        self._clear_epoch_state()
+        self._start()
+        self._interrupted = False
 
     def _fill(self, source: Iterator[Any], epoch: int) -> bool:
-        """Submit tasks while there is room; False once ``source`` is exhausted."""
-        while self._inflight < self._max_inflight:
+        """Submit tasks while there is room; False once ``source`` is exhausted. Results held in
+        the reorder buffer count against the room, so ``buffer_size`` bounds memory."""
+        while self._inflight + len(self._pending) < self._max_inflight:
             chunk = list(islice(source, self._chunk))
             if not chunk:
                 return False

@@ -65,6 +65,7 @@ class ProcessPool:
         self.stage = stage
         self.timeout = timeout
         self._next_check = 0.0
+        self._header_parts = 4 if socket_type == zmq.ROUTER else 3  # + the peer identity
         context = get_context(stage, start_method)
         check_picklable(stage, context.get_start_method(), **picklable)
         self.endpoint = tr.new_endpoint(stage.lower())
@@ -92,7 +93,7 @@ class ProcessPool:
     def pids(self) -> list[int | None]:
         return [p.pid for p in self.procs]
 
-    def recv_frames(self) -> list[zmq.Frame]:
+    def recv_frames(self) -> list[Any]:
         """The next multipart message, checking liveness and ``timeout`` while waiting."""
         sock = self.sock
         now = time.monotonic()
@@ -100,13 +101,13 @@ class ProcessPool:
             self._next_check = now + POLL_MS / 1000
             check_workers(self.stage, self.procs)
         try:
-            return sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            return tr.recv_parts(sock, zmq.NOBLOCK, self._header_parts)
         except zmq.Again:
             pass
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while True:
             if sock.poll(POLL_MS, zmq.POLLIN):
-                return sock.recv_multipart(copy=False)
+                return tr.recv_parts(sock, 0, self._header_parts)
             check_workers(self.stage, self.procs)
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(

@@ -54,6 +54,13 @@ def get_context(stage: str, start_method: str | None) -> BaseContext:
     return mp.get_context(start_method)
 
 
+def check_start_method(stage: str, start_method: str | None) -> str | None:
+    """Validate ``start_method=`` at construction (``None`` is the platform default)."""
+    if start_method is not None:
+        get_context(stage, start_method)
+    return start_method
+
+
 def check_picklable(stage: str, start_method: str, **objects: Any) -> None:
     """Under spawn/forkserver the workers' arguments are pickled: fail early and clearly."""
     if start_method == "fork":

@@ -38,6 +38,7 @@ __all__ = [
     "error_payload",
     "new_endpoint",
     "recv",
+    "recv_parts",
     "send",
     "worker_error",
 ]
@@ -102,26 +103,48 @@ def send(
     return size
 
 
-def decode(frames: list[zmq.Frame], reader: RingReader | None = None) -> tuple[bytes, Any]:
-    """``(kind, obj)`` from the frames of one message (routing frames already removed);
-    ``reader`` resolves shared-memory descriptors."""
-    kind = frames[0].bytes
+def recv_parts(sock: zmq.Socket, flags: int = 0, header_parts: int = 3) -> list[Any]:
+    """One multipart message: the first ``header_parts`` parts as ``bytes``, the rest (large
+    out-of-band buffers) as zero-copy ``zmq.Frame`` objects.
+
+    Small parts are copied on purpose: pyzmq checks for signals when a ``Frame`` is freed,
+    inside its destructor, where a ``KeyboardInterrupt`` is lost; receiving the parts of
+    every message as frames lost about one Ctrl-C in ten.
+    """
+    parts: list[Any] = [sock.recv(flags)]
+    while sock.getsockopt(zmq.RCVMORE):
+        parts.append(sock.recv(copy=len(parts) < header_parts))
+    return parts
+
+
+def _bytes(part: Any) -> bytes:
+    return part if isinstance(part, bytes) else part.bytes
+
+
+def _buffer(part: Any) -> Any:
+    return part if isinstance(part, bytes) else part.buffer
+
+
+def decode(frames: list[Any], reader: RingReader | None = None) -> tuple[bytes, Any]:
+    """``(kind, obj)`` from the parts of one message (``bytes`` or ``zmq.Frame``; routing
+    parts already removed); ``reader`` resolves shared-memory descriptors."""
+    kind = _bytes(frames[0])
     if len(frames) == 2:
-        return kind, pickle.loads(frames[1].buffer)
-    frame_buffers = [f.buffer for f in frames[3:]]
-    described = frames[2].bytes
+        return kind, pickle.loads(_buffer(frames[1]))
+    frame_buffers = [_buffer(f) for f in frames[3:]]
+    described = _bytes(frames[2])
     if not described:
-        return kind, pickle.loads(frames[1].buffer, buffers=frame_buffers)
+        return kind, pickle.loads(_buffer(frames[1]), buffers=frame_buffers)
     if reader is None:
         raise RuntimeError("a shared-memory message reached a consumer without rings")
     rest = iter(frame_buffers)
     buffers = [next(rest) if d is None else reader.buffer(d) for d in pickle.loads(described)]
-    return kind, pickle.loads(frames[1].buffer, buffers=buffers)
+    return kind, pickle.loads(_buffer(frames[1]), buffers=buffers)
 
 
 def recv(sock: zmq.Socket, flags: int = 0) -> tuple[bytes, Any]:
     """Receive one message: ``(kind, obj)`` (raises ``zmq.Again`` with ``zmq.NOBLOCK``)."""
-    return decode(sock.recv_multipart(flags=flags, copy=False))
+    return decode(recv_parts(sock, flags))
 
 
 def error_payload(exc: BaseException, where: str, pickle_exception: bool = True) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from ..ops._stack import collate
 from . import _transport as tr
 from ._map_base import ParallelMapBase, TaskId
 from ._pool import ProcessPool, worker_socket
-from ._process import bootstrap_worker, check_workers
+from ._process import bootstrap_worker, check_start_method, check_workers
 from ._shm import RingWriter
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
@@ -105,7 +105,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         super().__init__(ds, map_func, buffer_size, strict, ordered, timeout, chunk=chunk)
         stage = type(self).__name__
         self.num_proc = check_int(stage, "num_proc", num_proc)
-        self.start_method = start_method
+        self.start_method = check_start_method(stage, start_method)
         self.seed = seeding.check_seed(stage, seed)
         self.shm_bytes = shm_bytes
         self.copy = bool(copy)
@@ -123,7 +123,10 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             stage,
             zmq.ROUTER,
             _map_worker,
-            [(i, self.map_func, self.seed, self._batch_size, stage) for i in range(self.num_proc)],
+            [
+                (i, self.map_func, seeding.resolve_seed(self.seed), self._batch_size, stage)
+                for i in range(self.num_proc)
+            ],
             start_method=self.start_method,
             hwm=0,
             timeout=self.timeout,
@@ -136,7 +139,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         while len(self._load) < self.num_proc:  # a ROUTER drops messages to unknown peers
             frames = self._pool.recv_frames()
             if self._pool.decode(frames[1:])[0] == tr.READY:
-                self._load[frames[0].bytes] = 0
+                self._load[frames[0]] = 0
 
     def _live_pool(self) -> ProcessPool:
         if self._pool is None:
@@ -159,7 +162,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     def _receive(self) -> tuple[TaskId, bytes, Any]:
         pool = self._live_pool()
         frames = pool.recv_frames()
-        self._load[frames[0].bytes] -= 1
+        self._load[frames[0]] -= 1
         kind, (task_id, payload) = pool.decode(frames[1:])
         return task_id, kind, payload
 
@@ -215,10 +218,12 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
         self._carry = []
 
     def _outputs(self, kind: bytes, payload: Any) -> None:
-        if kind == tr.BATCH:
-            self._ready.append(payload)
-            return
         carry, bs = self._carry, self.batch_size
+        if kind == tr.BATCH:
+            if not carry:
+                self._ready.append(payload)
+                return
+            payload = _unbatch(payload)  # datapoints carried from a chunk with drops go first
         carry.extend(payload)
         while len(carry) >= bs:
             self._ready.append(collate(type(self).__name__, carry[:bs]))
@@ -228,3 +233,12 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
         if self._carry and self.remainder:
             self._ready.append(collate(type(self).__name__, self._carry))
         self._carry = []
+
+
+def _unbatch(batch: Any) -> list[Any]:
+    """The datapoints of a batch made by ``collate`` (rows of its components)."""
+    if isinstance(batch, dict):
+        n = len(next(iter(batch.values())))
+        return [{k: v[i] for k, v in batch.items()} for i in range(n)]
+    n = len(batch[0])
+    return [[c[i] for c in batch] for i in range(n)]

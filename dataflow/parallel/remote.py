@@ -23,9 +23,10 @@ from typing import Any
 import zmq
 
 from .. import codec
-from .._checks import check_int
+from .._checks import check_int, check_timeout
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset
+from ._transport import recv_parts
 
 __all__ = ["RemoteDataZMQ", "generate_curve_keypair", "send_dataflow_zmq"]
 
@@ -152,7 +153,7 @@ class RemoteDataZMQ(DataFlow):
         if on_malformed not in ("warn", "raise"):
             raise ValueError(f"{stage}: on_malformed must be 'warn' or 'raise', got {on_malformed!r}")
         self.on_malformed = on_malformed
-        self.timeout = timeout
+        self.timeout = check_timeout(stage, timeout)
         if (curve_keypair is None) != (curve_authorized_keys is None):
             raise ValueError(f"{stage}: CURVE needs both curve_keypair and curve_authorized_keys")
         self.curve_keypair = None if curve_keypair is None else _check_keypair(stage, curve_keypair)
@@ -190,11 +191,11 @@ class RemoteDataZMQ(DataFlow):
         for sock in self._socks:
             self._poller.register(sock, zmq.POLLIN)
 
-    def _recv(self) -> list[zmq.Frame]:
+    def _recv(self) -> list[Any]:
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while True:
             for sock, _ in self._poller.poll(_POLL_MS):
-                return sock.recv_multipart(copy=False)  # type: ignore[no-any-return]
+                return recv_parts(sock, 0, header_parts=1)
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"{type(self).__name__}: no message on {self.addrs} for {self.timeout} s")
 
@@ -207,11 +208,11 @@ class RemoteDataZMQ(DataFlow):
             ended = 0
             while ended < self.num_senders:
                 frames = self._recv()
-                if len(frames) == 1 and frames[0].bytes == _END:
+                if len(frames) == 1 and frames[0] == _END:
                     ended += 1
                     continue
                 try:
-                    dp = codec.loads_frames([f.buffer for f in frames])
+                    dp = codec.loads_frames([f if isinstance(f, bytes) else f.buffer for f in frames])
                 except codec.CodecError as e:
                     self._bad(e)
                     continue

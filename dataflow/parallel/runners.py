@@ -28,12 +28,12 @@ from typing import Any
 import zmq
 
 from .. import seeding
-from .._checks import check_int
+from .._checks import check_int, check_timeout
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset
 from . import _transport as tr
 from ._pool import ProcessPool, worker_socket
-from ._process import bootstrap_worker
+from ._process import bootstrap_worker, check_start_method
 from ._shm import RingWriter
 
 __all__ = ["MultiProcessRunner", "MultiProcessRunnerZMQ"]
@@ -127,13 +127,9 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         stage = type(self).__name__
         self.num_proc = check_int(stage, "num_proc", num_proc)
         self.hwm = check_int(stage, "hwm", hwm)
-        self.start_method = start_method
+        self.start_method = check_start_method(stage, start_method)
         self.seed = seeding.check_seed(stage, seed)
-        if timeout is not None and not timeout > 0:
-            raise ValueError(
-                f"{stage}: timeout must be a positive number of seconds or None, got {timeout!r}"
-            )
-        self.timeout = timeout
+        self.timeout = check_timeout(stage, timeout)
         self.shm_bytes = shm_bytes
         self.copy = bool(copy)
         self._pool: ProcessPool | None = None
@@ -148,7 +144,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             type(self).__name__,
             zmq.PULL,
             _runner_worker,
-            [(self.ds, (i,), self.seed, self.hwm) for i in range(self.num_proc)],
+            [(self.ds, (i,), seeding.resolve_seed(self.seed), self.hwm) for i in range(self.num_proc)],
             start_method=self.start_method,
             hwm=self.hwm,
             timeout=self.timeout,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._checks import check_int
+from .._checks import check_int, check_timeout
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, WorkerError
 from . import _transport as tr
@@ -186,7 +186,7 @@ class MultiThreadRunner(DataFlow):
         self.get_df = get_df
         self.num_prefetch = check_int(stage, "num_prefetch", num_prefetch)
         self.num_thread = check_int(stage, "num_thread", num_thread)
-        self.timeout = timeout
+        self.timeout = check_timeout(stage, timeout)
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._guard = ReentrancyGuard(stage)
@@ -245,7 +245,7 @@ class ThreadPrefetchData(ProxyDataFlow):
     def __init__(self, ds: DataFlow, num_prefetch: int = 2, *, timeout: float | None = None) -> None:
         super().__init__(ds)
         self.num_prefetch = check_int(type(self).__name__, "num_prefetch", num_prefetch)
-        self.timeout = timeout
+        self.timeout = check_timeout(type(self).__name__, timeout)
         self._guard = ReentrancyGuard(type(self).__name__)
 
     def __iter__(self) -> Iterator[Any]:

@@ -1,0 +1,35 @@
+"""Storage formats: dump a prepared dataset once, read it fast many times.
+
+- :class:`LMDBSerializer` / :class:`LMDBData` / :class:`LMDBDataDecoder` — LMDB (random
+  access, shuffling, larger than memory); needs ``pip install "dataflow-ml[lmdb]"``.
+- :class:`TFRecordSerializer` / :class:`TFRecordData` — TFRecord files, read and written in
+  pure Python (TensorFlow can read them too); fast CRCs with ``google-crc32c``.
+- :class:`NumpySerializer` — one ``.npz`` file, whole dataset in memory, no pickle.
+- :class:`HDF5Serializer` / :class:`HDF5Data` — one HDF5 dataset per component; needs
+  ``pip install "dataflow-ml[hdf5]"``.
+
+Guarantees shared by every format: datapoints are encoded with the safe codec
+(:mod:`dataflow.codec`) and never unpickled; every file carries its format name and version,
+and a file written by a newer version is refused with :class:`FormatError` naming the version
+(and library) that wrote it; ``save`` writes to a temporary file in the target's directory
+and renames it only when complete (an interrupted save leaves no file, and the temporary one
+is removed); a corrupt or truncated file raises an error naming the file and the record.
+"""
+
+from ._common import FormatError
+from .hdf5_format import HDF5Data, HDF5Serializer
+from .lmdb_format import LMDBData, LMDBDataDecoder, LMDBSerializer
+from .numpy_format import NumpySerializer
+from .tfrecord import TFRecordData, TFRecordSerializer
+
+__all__ = [
+    "FormatError",
+    "HDF5Data",
+    "HDF5Serializer",
+    "LMDBData",
+    "LMDBDataDecoder",
+    "LMDBSerializer",
+    "NumpySerializer",
+    "TFRecordData",
+    "TFRecordSerializer",
+]

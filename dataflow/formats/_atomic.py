@@ -1,0 +1,88 @@
+"""All-or-nothing file writes: write to a temporary file next to the target, then rename.
+
+A save that fails or is interrupted (an exception in the flow, ``KeyboardInterrupt``) removes
+its temporary file and leaves the target untouched: either there is no file at the target
+path, or the complete previous one. The data is flushed to disk (``fsync``) before the
+rename, and the rename itself (``os.replace``) is atomic on POSIX and Windows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+
+__all__ = ["atomic_write", "check_target"]
+
+
+def check_target(stage: str, path: str, overwrite: bool) -> None:
+    """Refuse to replace an existing file unless ``overwrite``; refuse a missing directory."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{stage}: {path} is a directory; give a file path to write to")
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(
+            f"{stage}: {path} already exists; remove it or pass overwrite=True to replace it "
+            f"(the old file stays intact until the new one is complete)"
+        )
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{stage}: the directory {parent} of {path} does not exist; create it first")
+
+
+@contextlib.contextmanager
+def atomic_write(stage: str, path: str, overwrite: bool = False) -> Iterator[str]:
+    """Yield a temporary path in ``path``'s directory; on a clean exit, fsync it and rename
+    it to ``path``; on any exception (``BaseException`` included) delete it and re-raise."""
+    check_target(stage, path, overwrite)
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = _create_temp(directory, name)
+    try:
+        yield tmp
+        _fsync(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def _create_temp(directory: str, name: str) -> str:
+    """A new empty file ``.<name>.<random>.tmp``, with the permissions a plain ``open``
+    gives (``0o666`` less the umask; ``tempfile.mkstemp`` would make it owner-only)."""
+    while True:
+        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+
+
+def _remove(path: str) -> None:
+    for p in (path, path + "-lock"):  # LMDB opened with a lock would leave "<file>-lock"
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(p)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the rename durable; not every platform can fsync a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,80 @@
+"""CRC-32C (Castagnoli), as TFRecord files use it, and TFRecord's masking of it.
+
+:func:`crc32c` uses the ``google-crc32c`` package when it is installed (C, hardware
+accelerated: GB/s) and otherwise a table-driven pure-Python implementation (slicing by 8:
+correct, but only about 10-30 MB/s). ``pip install google-crc32c`` for fast TFRecord I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+__all__ = ["crc32c", "crc32c_python", "implementation", "masked_crc32c"]
+
+_POLY = 0x82F63B78  # CRC-32C, reflected
+_MASK_DELTA = 0xA282EAD8
+
+
+def _make_tables() -> list[list[int]]:
+    first = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ _POLY if c & 1 else c >> 1
+        first.append(c)
+    tables = [first]
+    for _ in range(7):  # tables[k][n]: the CRC of byte n followed by k zero bytes
+        prev = tables[-1]
+        tables.append([(prev[n] >> 8) ^ first[prev[n] & 0xFF] for n in range(256)])
+    return tables
+
+
+_T = _make_tables()
+
+
+def crc32c_python(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC-32C of ``data`` in pure Python (continuing from ``crc``, 0 for a new one)."""
+    t0, t1, t2, t3, t4, t5, t6, t7 = _T
+    view = memoryview(data).cast("B")
+    c = crc ^ 0xFFFFFFFF
+    n8 = len(view) // 8 * 8
+    for lo, hi in struct.iter_unpack("<II", view[:n8]):
+        lo ^= c
+        c = (
+            t7[lo & 0xFF]
+            ^ t6[(lo >> 8) & 0xFF]
+            ^ t5[(lo >> 16) & 0xFF]
+            ^ t4[lo >> 24]
+            ^ t3[hi & 0xFF]
+            ^ t2[(hi >> 8) & 0xFF]
+            ^ t1[(hi >> 16) & 0xFF]
+            ^ t0[hi >> 24]
+        )
+    for b in view[n8:]:
+        c = t0[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def _select() -> tuple[Callable[[bytes | bytearray | memoryview], int], str]:
+    try:
+        import google_crc32c
+    except ImportError:
+        return crc32c_python, "python"
+    if getattr(google_crc32c, "implementation", "c") != "c":  # its own fallback is slower still
+        return crc32c_python, "python"
+    return google_crc32c.value, "google-crc32c"
+
+
+_crc, implementation = _select()
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C of ``data`` (an unsigned 32-bit int)."""
+    return _crc(data)
+
+
+def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
+    """TFRecord's masked CRC: ``((crc >> 15 | crc << 17) + 0xa282ead8) & 0xffffffff``."""
+    c = _crc(data)
+    return (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF

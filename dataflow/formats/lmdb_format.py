@@ -1,0 +1,283 @@
+"""LMDB databases: :class:`LMDBData`, :class:`LMDBDataDecoder` and :class:`LMDBSerializer`.
+
+Needs the optional package ``lmdb`` (``pip install "dataflow-ml[lmdb]"``); it is imported
+only when a class of this module is used.
+
+Layout written by :meth:`LMDBSerializer.save`: one key per datapoint, ``b"%010d" % index``
+(so key order is write order), whose value is the datapoint encoded with the safe codec,
+plus the metadata key ``b"__dataflow_format__"`` holding the codec-encoded dict
+``{"format": "lmdb", "version": 1, "count": n, "writer": "dataflow-ml x.y.z"}``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .. import codec
+from .._checks import check_int
+from ..base import DataFlow, ProxyDataFlow, RNGDataFlow
+from ..errors import DataFlowNotReset
+from ._atomic import atomic_write
+from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
+from ._lmdb_env import SharedEnv, commit, import_lmdb
+
+__all__ = ["LMDBData", "LMDBDataDecoder", "LMDBSerializer"]
+
+FORMAT_VERSION = 1
+META_KEY = b"__dataflow_format__"
+TENSORPACK_KEYS = b"__keys__"
+_META_KEYS = frozenset((META_KEY, TENSORPACK_KEYS))
+
+
+def data_key(index: int) -> bytes:
+    return b"%010d" % index
+
+
+class LMDBData(RNGDataFlow):
+    """Read any LMDB database and yield ``[key, value]`` (both ``bytes``) per entry.
+
+    ``lmdb_path`` is a directory holding ``data.mdb`` or an LMDB file. With
+    ``shuffle=False`` the entries come in key order (write order for our files); with
+    ``shuffle=True`` in a new permutation of the keys each epoch, drawn from ``self.rng``
+    (``seed=`` makes it reproducible). The keys to shuffle are ``keys`` if given (a list of
+    ``bytes``/``str``, or a format string such as ``"{:08d}"`` formatted with
+    ``0..len-1``), else derived from our metadata, else found by scanning the database
+    once per ``reset_state()``. Metadata entries (ours and tensorpack's ``__keys__``) are
+    never yielded. ``len`` is exact (the number of keys to shuffle when ``keys`` is given).
+
+    Fork safety: the environment is opened read-only without a lock file by
+    ``reset_state()`` (never in ``__init__``) in the process that iterates; ``len()``
+    before it opens the database briefly. Flows reading one database in one process share
+    its environment. Reentrant: each epoch has its own read transaction.
+    """
+
+    _stage = "LMDBData"
+
+    def __init__(
+        self,
+        lmdb_path: PathType,
+        shuffle: bool = True,
+        keys: Sequence[bytes | str] | str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(seed)
+        stage = self._stage
+        import_lmdb(stage)
+        self._path = fspath(stage, "lmdb_path", lmdb_path)
+        if keys is not None and not isinstance(keys, (str, list, tuple)):
+            raise TypeError(f"{stage}: keys must be a list of keys, a format string or None, got {keys!r}")
+        self._shuffle = bool(shuffle)
+        self._keys_arg = keys
+        self._env: SharedEnv | None = None
+        self._keys: list[bytes] | None = None
+        self._size: int | None = None
+        self._count: int | None = None  # from our metadata; None for other databases
+
+    # -- opening ------------------------------------------------------------------------
+
+    def _open(self) -> SharedEnv:
+        if not os.path.exists(self._path):
+            raise FileNotFoundError(f"{self._stage}: no such LMDB file or directory: {self._path!r}")
+        return SharedEnv.acquire(self._stage, self._path, readahead=not self._shuffle)
+
+    def _inspect(self, env: Any) -> None:
+        """Read the size and metadata (``self._size``, ``self._count``)."""
+        with env.begin() as txn:
+            entries = txn.stat()["entries"]
+            raw_meta, tp_keys = txn.get(META_KEY), txn.get(TENSORPACK_KEYS)
+        self._size = entries - (raw_meta is not None) - (tp_keys is not None)
+        self._count = None
+        if raw_meta is not None:
+            stage = self._stage
+            try:
+                meta = codec.loads(raw_meta)
+            except codec.CodecError as e:
+                raise FormatError(f"{stage}: {self._path}: the metadata is malformed ({e})") from e
+            self._count = check_meta(stage, self._path, meta, "lmdb", FORMAT_VERSION)
+            if self._count != self._size:
+                raise FormatError(
+                    f"{stage}: {self._path}: the metadata says {self._count} records but the "
+                    f"database holds {self._size}; it is damaged"
+                )
+        self._check_kind(tp_keys is not None)
+
+    def _check_kind(self, tensorpack: bool) -> None:
+        """Hook: :meth:`LMDBSerializer.load` refuses databases it did not write."""
+
+    def _find_keys(self, env: Any) -> list[bytes]:
+        keys = self._keys_arg
+        if isinstance(keys, str):
+            return [keys.format(i).encode() for i in range(self._size or 0)]
+        if keys is not None:
+            return [k.encode() if isinstance(k, str) else bytes(k) for k in keys]
+        if self._count is not None:
+            return [data_key(i) for i in range(self._count)]
+        with env.begin() as txn:
+            return [k for k in txn.cursor().iternext(keys=True, values=False) if k not in _META_KEYS]
+
+    def reset_state(self) -> None:
+        super().reset_state()
+        self.close()
+        env = self._open()
+        try:
+            self._inspect(env)
+            self._keys = self._find_keys(env) if self._shuffle else None
+        except BaseException:
+            env.close()
+            raise
+        self._env = env
+
+    def close(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            env.close()
+
+    def __len__(self) -> int:
+        if self._shuffle and isinstance(self._keys_arg, (list, tuple)):
+            return len(self._keys_arg)
+        if self._size is None:
+            env = self._open()
+            try:
+                self._inspect(env)
+            finally:
+                env.close()
+        return int(self._size or 0)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._items(buffers=False)
+
+    def _items(self, buffers: bool) -> Iterator[list[Any]]:
+        """``[key, value]`` pairs; with ``buffers=True`` both are read-only views into the
+        map, valid only until the next item."""
+        env = self._env
+        if env is None:
+            raise DataFlowNotReset(f"{self._stage} was iterated before reset_state()")
+        with env.begin(buffers=buffers) as txn:
+            if not self._shuffle:
+                for k, v in txn.cursor():
+                    if k not in _META_KEYS:
+                        yield [k, v]
+                return
+            keys = self._keys or []
+            get = txn.get
+            for i in self.rng.permutation(len(keys)).tolist():
+                k = keys[i]
+                v = get(k)
+                if v is None:
+                    raise KeyError(f"{self._stage}: {self._path}: no value for key {k!r}")
+                yield [k, v]
+
+
+class LMDBDataDecoder(ProxyDataFlow):
+    """Map ``[key, value]`` pairs of an :class:`LMDBData` (or any flow yielding them) to
+    ``decoder(key, value)``; a ``None`` result drops the entry (``len`` is then an upper
+    bound). Order, epochs and reentrancy are the upstream's."""
+
+    def __init__(self, lmdb_data: DataFlow, decoder: Callable[[bytes, bytes], Any]) -> None:
+        super().__init__(lmdb_data)
+        if not callable(decoder):
+            raise TypeError(f"LMDBDataDecoder: decoder must be callable, got {type(decoder).__name__}")
+        self.decoder = decoder
+
+    def __iter__(self) -> Iterator[Any]:
+        decoder = self.decoder
+        for k, v in self.ds:
+            dp = decoder(k, v)
+            if dp is not None:
+                yield dp
+
+
+class _SerializedLMDB(LMDBData):
+    """The databases :meth:`LMDBSerializer.save` writes, yielding decoded datapoints."""
+
+    _stage = "LMDBSerializer.load"
+
+    def _check_kind(self, tensorpack: bool) -> None:
+        stage = self._stage
+        if self._count is not None:
+            return
+        if tensorpack:
+            raise FormatError(
+                f"{stage}: {self._path} was written by tensorpack's LMDBSerializer; its values "
+                f"are msgpack/pickle, which dataflow never decodes (unpickling can run code). "
+                f"If you trust the file, read it with LMDBDataDecoder(LMDBData(path), "
+                f"lambda k, v: tensorpack.utils.serialize.loads(v)) and re-save it with "
+                f"LMDBSerializer.save"
+            )
+        raise FormatError(
+            f"{stage}: {self._path} was not written by LMDBSerializer (no {META_KEY!r} entry); "
+            f"read its raw entries with LMDBData"
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        loads, CodecError = codec.loads, codec.CodecError
+        for k, v in self._items(buffers=True):
+            try:
+                yield loads(v)  # copies out of the read-only map view
+            except CodecError as e:
+                raise CodecError(
+                    f"LMDBSerializer: {self._path}: the value of key {bytes(k)!r} cannot be decoded ({e})"
+                ) from e
+
+
+class LMDBSerializer:
+    """Save a flow to an LMDB database and load it back (tensorpack's API).
+
+    Example::
+
+        LMDBSerializer.save(df, "train.lmdb")
+        df = LMDBSerializer.load("train.lmdb", shuffle=True)
+    """
+
+    @staticmethod
+    def save(
+        df: DataFlow,
+        path: PathType,
+        write_frequency: int = 5000,
+        *,
+        map_size: int = 1 << 30,
+        overwrite: bool = False,
+    ) -> None:
+        """Write one epoch of ``df`` (after ``df.reset_state()``) to ``path``: a file, or
+        ``data.mdb`` inside ``path`` if it is an existing directory. ``write_frequency``
+        datapoints are committed per transaction. The map starts at ``map_size`` bytes and
+        doubles whenever it is full, keeping every record. All or nothing: the database
+        appears at its path only once complete; an existing one is replaced only with
+        ``overwrite=True``."""
+        stage = "LMDBSerializer.save"
+        lmdb = import_lmdb(stage)
+        path = fspath(stage, "path", path)
+        write_frequency = check_int(stage, "write_frequency", write_frequency)
+        map_size = check_int(stage, "map_size", map_size, minimum=4096)
+        target = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
+        with atomic_write(stage, target, overwrite) as tmp:
+            env = lmdb.open(
+                tmp, subdir=False, map_size=map_size, lock=False, meminit=False,
+                sync=False, metasync=False, max_dbs=0,
+            )  # fmt: skip
+            try:
+                batch: list[tuple[bytes, bytes]] = []
+                count = 0
+                for dp in iterate_for_save(stage, df):
+                    batch.append((data_key(count), codec.dumps(dp)))
+                    count += 1
+                    if len(batch) >= write_frequency:
+                        commit(lmdb, env, batch)
+                        batch = []
+                batch.append((META_KEY, codec.dumps(make_meta("lmdb", FORMAT_VERSION, count))))
+                commit(lmdb, env, batch)
+                env.sync(True)
+            finally:
+                env.close()
+
+    @staticmethod
+    def load(path: PathType, shuffle: bool = True, seed: int | None = None) -> LMDBData:
+        """A flow of the decoded datapoints of a database written by :meth:`save`, in write
+        order or shuffled each epoch. Databases written by tensorpack or others are refused
+        with :class:`~dataflow.formats.FormatError` (read those with :class:`LMDBData`); a
+        value that does not decode raises :class:`~dataflow.codec.CodecError` naming its key."""
+        return _SerializedLMDB(path, shuffle=shuffle, seed=seed)

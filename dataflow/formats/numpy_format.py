@@ -1,0 +1,139 @@
+"""One ``.npz`` file holding a whole dataset, without pickle: :class:`NumpySerializer`.
+
+Layout (every member a plain numeric array, so ``np.load(path, allow_pickle=False)`` reads
+it): ``data``, a ``uint8`` array of the datapoints encoded with the safe codec, one after
+the other; ``offsets``, an ``int64`` array of ``n + 1`` boundaries (datapoint ``i`` is
+``data[offsets[i]:offsets[i + 1]]``); ``meta``, a ``uint8`` array holding the codec-encoded
+dict ``{"format": "npz", "version": 1, "count": n, "writer": ...}``.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import codec
+from ..base import DataFlow, RNGDataFlow
+from ..errors import DataFlowNotReset
+from ._atomic import atomic_write
+from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
+
+__all__ = ["NumpySerializer"]
+
+FORMAT_VERSION = 1
+_MEMBERS = ("data", "meta", "offsets")
+
+
+def _read(stage: str, path: str, members: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Load ``members`` of the npz at ``path`` (never unpickling), validating the metadata."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [m for m in _MEMBERS if m not in npz.files]
+            if missing:
+                raise FormatError(
+                    f"{stage}: {path} was not written by NumpySerializer (no {', '.join(missing)} "
+                    f"array); tensorpack's .npz files hold pickled objects and cannot be read safely"
+                )
+            out = {m: npz[m] for m in ("meta", *members)}
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{stage}: no such file: {path!r}") from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        if isinstance(e, FormatError):
+            raise
+        raise FormatError(f"{stage}: {path} is not a readable .npz file ({type(e).__name__}: {e})") from e
+    try:
+        meta = codec.loads(out["meta"].tobytes())
+    except codec.CodecError as e:
+        raise FormatError(f"{stage}: {path}: the metadata is malformed ({e})") from e
+    count = check_meta(stage, path, meta, "npz", FORMAT_VERSION)
+    if "offsets" in out:
+        offsets = out["offsets"]
+        size = out["data"].size if "data" in out else None
+        ok = offsets.dtype == np.int64 and offsets.shape == (count + 1,) and offsets[0] == 0
+        ok = ok and bool(np.all(np.diff(offsets) >= 0)) and (size is None or offsets[-1] == size)
+        if not ok:
+            raise FormatError(f"{stage}: {path}: the offsets array is inconsistent; the file is damaged")
+    out["count"] = np.asarray(count)
+    return out
+
+
+class _NumpyData(RNGDataFlow):
+    """The datapoints of an npz written by :meth:`NumpySerializer.save`: the whole file is
+    read into memory by ``reset_state()`` and each datapoint decoded when yielded (arrays
+    are fresh copies each epoch). ``len`` is exact. Reentrant."""
+
+    def __init__(self, path: str, shuffle: bool, seed: int | None) -> None:
+        super().__init__(seed)
+        self._path = path
+        self._shuffle = bool(shuffle)
+        self._data: np.ndarray | None = None
+        self._offsets: list[int] | None = None
+        self._count: int | None = None
+
+    def reset_state(self) -> None:
+        super().reset_state()
+        out = _read("NumpySerializer.load", self._path, ("data", "offsets"))
+        data = out["data"]
+        data.flags.writeable = False  # decoded arrays must copy, never alias the file buffer
+        self._data, self._offsets = data, out["offsets"].tolist()
+        self._count = int(out["count"])
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = int(_read("NumpySerializer.load", self._path, ("offsets",))["count"])
+        return self._count
+
+    def __iter__(self) -> Iterator[Any]:
+        data, offsets = self._data, self._offsets
+        if data is None or offsets is None:
+            raise DataFlowNotReset("NumpySerializer.load(...) was iterated before reset_state()")
+        n = len(offsets) - 1
+        order = self.rng.permutation(n).tolist() if self._shuffle else range(n)
+        view, loads = data.data, codec.loads  # read-only: decoded arrays are copies
+        for i in order:
+            try:
+                yield loads(view[offsets[i] : offsets[i + 1]])
+            except codec.CodecError as e:
+                raise codec.CodecError(
+                    f"NumpySerializer: {self._path}: datapoint {i} cannot be decoded ({e})"
+                ) from e
+
+
+class NumpySerializer:
+    """Save a whole flow into one ``.npz`` file and load it back (tensorpack's API, but no
+    pickle: files load with ``allow_pickle=False``). Holds the whole dataset in memory while
+    saving and loading; for large data prefer :class:`~dataflow.formats.LMDBSerializer`.
+
+    Example::
+
+        NumpySerializer.save(df, "small.npz")
+        df = NumpySerializer.load("small.npz", shuffle=True)
+    """
+
+    @staticmethod
+    def save(df: DataFlow, path: PathType, *, compressed: bool = False, overwrite: bool = False) -> None:
+        """Write one epoch of ``df`` (after ``df.reset_state()``) to ``path`` (exactly that
+        name: no ``.npz`` is appended), zip-compressed with ``compressed=True``. All or
+        nothing; an existing file is replaced only with ``overwrite=True``."""
+        stage = "NumpySerializer.save"
+        path = fspath(stage, "path", path)
+        with atomic_write(stage, path, overwrite) as tmp:
+            blobs = [codec.dumps(dp) for dp in iterate_for_save(stage, df)]
+            offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
+            np.cumsum([len(b) for b in blobs], out=offsets[1:])
+            data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+            del blobs
+            meta = np.frombuffer(codec.dumps(make_meta("npz", FORMAT_VERSION, len(offsets) - 1)), np.uint8)
+            with open(tmp, "wb") as f:
+                (np.savez_compressed if compressed else np.savez)(f, data=data, offsets=offsets, meta=meta)
+
+    @staticmethod
+    def load(path: PathType, shuffle: bool = True, seed: int | None = None) -> RNGDataFlow:
+        """A flow of the decoded datapoints of an npz written by :meth:`save`, in write order
+        or in a new permutation each epoch. The file is read by ``reset_state()``; a file
+        that is not ours, damaged, or of a newer format version raises
+        :class:`~dataflow.formats.FormatError`."""
+        return _NumpyData(fspath("NumpySerializer.load", "path", path), shuffle, seed)

@@ -1,0 +1,224 @@
+"""dataflow/parallel/threads.py: MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData.
+(Epoch/ordering/error semantics of MultiThreadMapData are in test_map_semantics.py.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dataflow.errors import DataFlowNotReset, DataFlowReentrantError, WorkerError
+from dataflow.parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
+from tests.helpers import ListFlow
+from tests.parallel import _probes as p
+from tests.parallel import _util as u
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _src(n: int = 20) -> ListFlow:
+    return ListFlow([[i] for i in range(n)])
+
+
+def _threads_back_to(baseline: int) -> bool:
+    return p.wait_until(lambda: threading.active_count() <= baseline, 5)
+
+
+# --- MultiThreadMapData -------------------------------------------------------------------
+
+
+def test_thread_map_tensorpack_signature_and_any_callable() -> None:
+    seen: set[str] = set()
+
+    def f(dp: list) -> list:  # a closure: fine for threads
+        seen.add(threading.current_thread().name)
+        time.sleep(0.001)
+        return [dp[0] + 100]
+
+    df = MultiThreadMapData(_src(), 2, f)  # (ds, num_thread, map_func)
+    assert df.num_thread == 2 and df.buffer_size == 200 and df.strict is False
+    baseline = threading.active_count()
+    existing = set(threading.enumerate())
+    with df:
+        df.reset_state()
+        assert len(set(threading.enumerate()) - existing) == 2
+        for _ in range(2):
+            out = list(df)
+            assert len(out) == len(df) == 20
+            assert {dp[0] for dp in out} <= set(range(100, 120))
+    assert threading.main_thread().name not in seen
+    assert _threads_back_to(baseline)
+
+
+def test_thread_map_bad_num_thread() -> None:
+    with pytest.raises(ValueError, match="num_thread"):
+        MultiThreadMapData(_src(), 0, u.double)
+
+
+# --- MultiThreadRunner --------------------------------------------------------------------
+
+
+def test_thread_runner_len_epochs_values() -> None:
+    baseline = threading.active_count()
+    existing = set(threading.enumerate())
+    df = MultiThreadRunner(u.make_range_5, 10, 2)  # (get_df, num_prefetch, num_thread)
+    assert len(df) == 5
+    with df:
+        df.reset_state()
+        assert len(set(threading.enumerate()) - existing) == 2
+        for _ in range(4):
+            out = list(df)
+            assert len(out) == 5
+            assert {dp[0] for dp in out} <= set(range(5))
+    assert _threads_back_to(baseline)
+
+
+def test_thread_runner_single_thread_order_across_epochs() -> None:
+    with MultiThreadRunner(u.make_range_5, 3, 1) as df:
+        df.reset_state()
+        got = [dp[0] for _ in range(4) for dp in df]
+    assert got == list(range(5)) * 4
+
+
+def test_thread_runner_each_thread_builds_its_own_flow() -> None:
+    made: list[ListFlow] = []
+    lock = threading.Lock()
+
+    def get_df() -> ListFlow:
+        flow = ListFlow([[i] for i in range(3)])
+        with lock:
+            made.append(flow)
+        return flow
+
+    with MultiThreadRunner(get_df, 4, 2) as df:
+        df.reset_state()
+        for _ in range(5):
+            list(df)
+    workers = [f for f in made if f.resets]
+    assert len(workers) == 2 and all(f.resets == 1 for f in workers)
+
+
+def test_thread_runner_error_becomes_worker_error() -> None:
+    with MultiThreadRunner(u.make_raising, 4, 2) as df:
+        df.reset_state()
+        t0 = time.monotonic()
+        with pytest.raises(WorkerError) as info:
+            for _ in range(3):
+                list(df)
+        assert time.monotonic() - t0 < 5
+    err = info.value
+    assert err.type_name.endswith("MyError")
+    assert "flow broke at 2" in str(err)
+    assert "raising_flow_iter" in err.worker_traceback
+    assert isinstance(err.__cause__, u.MyError)
+
+
+def test_thread_runner_timeout() -> None:
+    with MultiThreadRunner(u.make_sleepy, 4, 1, timeout=0.5) as df:
+        df.reset_state()
+        it = iter(df)
+        assert next(it) == [0]
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            next(it)
+        assert time.monotonic() - t0 < 2.9
+
+
+def test_thread_runner_protocol() -> None:
+    df = MultiThreadRunner(u.make_range_5, 4, 1)
+    with pytest.raises(DataFlowNotReset):
+        next(iter(df))
+    with df:
+        df.reset_state()
+        it = iter(df)
+        next(it)
+        with pytest.raises(DataFlowReentrantError):
+            next(iter(df))
+        it.close()
+    with pytest.raises(DataFlowNotReset):
+        next(iter(df))
+
+
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [({"num_prefetch": 0}, "num_prefetch"), ({"num_thread": 0}, "num_thread"), ({"timeout": 0}, "timeout")],
+)
+def test_thread_runner_bad_arguments(kwargs: dict, word: str) -> None:
+    args = {"num_prefetch": 4, "num_thread": 1, **kwargs}
+    with pytest.raises(ValueError, match=word):
+        MultiThreadRunner(u.make_range_5, **args)
+
+
+def test_thread_runner_get_df_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="get_df"):
+        MultiThreadRunner(u.Range(3), 4, 1)  # type: ignore[arg-type]
+
+
+# --- ThreadPrefetchData -------------------------------------------------------------------
+
+
+def test_prefetch_is_epoch_preserving() -> None:
+    src = _src(50)
+    baseline = threading.active_count()
+    with ThreadPrefetchData(src, 3) as df:
+        assert len(df) == 50
+        df.reset_state()
+        for _ in range(3):
+            assert list(df) == [[i] for i in range(50)]
+    assert src.resets == 1 and src.closes == 1 and src.finished == 3
+    assert _threads_back_to(baseline)
+
+
+def test_prefetch_leaving_early_stops_the_thread() -> None:
+    src = _src(1000)
+    baseline = threading.active_count()
+    df = ThreadPrefetchData(src, 2)
+    df.reset_state()
+    for i, _ in enumerate(df):
+        if i == 3:
+            break
+    assert _threads_back_to(baseline)
+    assert src.produced < 20  # it read at most num_prefetch (+ a few) ahead
+    assert list(df) == [[i] for i in range(1000)]
+
+
+def test_prefetch_upstream_error_becomes_worker_error() -> None:
+    df = ThreadPrefetchData(u.RaisingFlow(), 2)
+    df.reset_state()
+    got = []
+    with pytest.raises(WorkerError) as info:
+        for dp in df:
+            got.append(dp)
+    assert got == [[0], [1]]
+    assert info.value.type_name.endswith("MyError")
+    assert "raising_flow_iter" in info.value.worker_traceback
+    assert isinstance(info.value.__cause__, u.MyError)
+
+
+def test_prefetch_timeout() -> None:
+    df = ThreadPrefetchData(u.SleepyFlow(), 2, timeout=0.5)
+    it = iter(df)
+    assert next(it) == [0]
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        next(it)
+    assert time.monotonic() - t0 < 2.9
+
+
+def test_prefetch_not_reentrant() -> None:
+    df = ThreadPrefetchData(_src(), 2)
+    it = iter(df)
+    next(it)
+    with pytest.raises(DataFlowReentrantError):
+        next(iter(df))
+    it.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs, word", [({"num_prefetch": 0}, "num_prefetch"), ({"timeout": -1}, "timeout")]
+)
+def test_prefetch_bad_arguments(kwargs: dict, word: str) -> None:
+    args = {"num_prefetch": 2, **kwargs}
+    with pytest.raises(ValueError, match=word):
+        ThreadPrefetchData(_src(), **args)
