@@ -22,12 +22,24 @@ bytes written by a newer version are refused with a message saying which version
 
 from __future__ import annotations
 
+import functools
+import math
 import pickle
 import struct
 from typing import Any
 
 import msgpack
 import numpy as np
+
+# The implementation itself, not the ``msgpack`` module's attributes: ``msgpack_numpy.patch()``
+# (run by ``import tensorpack``) replaces those with functions that pickle object arrays and
+# unpickle on decode.
+try:
+    from msgpack._cmsgpack import Packer as _Packer
+    from msgpack._cmsgpack import unpackb as _unpackb
+except ImportError:  # pragma: no cover - msgpack built without its C extension
+    from msgpack.fallback import Packer as _Packer
+    from msgpack.fallback import unpackb as _unpackb
 
 from .errors import DataFlowError
 
@@ -46,10 +58,16 @@ CODEC_VERSION = 1
 _MAGIC = b"DFC"
 _HEADER = _MAGIC + bytes([CODEC_VERSION])
 
+_dtype = functools.lru_cache(maxsize=256)(np.dtype)  # dtype strings repeat: parse each once
+
 _EXT_ARRAY = 1
 _EXT_TUPLE = 2
 _EXT_SCALAR = 3
 _EXT_COMPLEX = 4
+
+
+_TUPLE_MARK = object()  # decoded marker: the list it heads is a tuple
+_TUPLE_MARK_EXT = msgpack.ExtType(_EXT_TUPLE, b"")
 
 
 class CodecError(DataFlowError, ValueError):
@@ -75,17 +93,19 @@ class _Encoder:
         arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray makes 0-d 1-d
         self.buffers.append(arr.reshape(-1).view(np.uint8).data)  # no copy; datetime/structured too
         descr = arr.dtype.descr if arr.dtype.fields else arr.dtype.str
-        return msgpack.ExtType(code, msgpack.packb([descr, arr.shape, len(self.buffers) - 1]))
+        return msgpack.ExtType(
+            code, _Packer(use_bin_type=True).pack([descr, arr.shape, len(self.buffers) - 1])
+        )
 
     def default(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
             return self.array(obj, _EXT_ARRAY)
-        if isinstance(obj, tuple):
-            return msgpack.ExtType(_EXT_TUPLE, self.pack(list(obj)))
+        if isinstance(obj, tuple):  # a marked list: decoding never nests unpackb calls
+            return [_TUPLE_MARK_EXT, *obj]
         if isinstance(obj, np.generic):
             return self.array(np.asarray(obj), _EXT_SCALAR)
         if isinstance(obj, complex):
-            return msgpack.ExtType(_EXT_COMPLEX, msgpack.packb([obj.real, obj.imag]))
+            return msgpack.ExtType(_EXT_COMPLEX, _Packer(use_bin_type=True).pack([obj.real, obj.imag]))
         for base in (bool, int, float, str, bytes, list, dict):  # subclasses (IntEnum, OrderedDict)
             if isinstance(obj, base):
                 return base(obj)
@@ -96,7 +116,7 @@ class _Encoder:
         )
 
     def pack(self, obj: Any) -> bytes:
-        return msgpack.packb(obj, default=self.default, use_bin_type=True, strict_types=True)
+        return _Packer(default=self.default, use_bin_type=True, strict_types=True).pack(obj)
 
 
 class _Decoder:
@@ -107,23 +127,25 @@ class _Decoder:
 
     def ext_hook(self, code: int, data: bytes) -> Any:
         if code == _EXT_TUPLE:
-            return tuple(self.unpack(data))
+            if data:
+                raise CodecError("codec: malformed tuple marker")
+            return _TUPLE_MARK
         if code in (_EXT_ARRAY, _EXT_SCALAR):
             return self.array(code, data)
         if code == _EXT_COMPLEX:
-            real, imag = msgpack.unpackb(data)
+            real, imag = _unpackb(data)
             return complex(real, imag)
         raise CodecError(f"codec: unknown extension type {code}")
 
     def array(self, code: int, data: bytes) -> Any:
-        descr, shape, index = msgpack.unpackb(data, raw=False)
-        dtype = np.dtype(descr if isinstance(descr, str) else [tuple(f) for f in descr])
+        descr, shape, index = _unpackb(data, raw=False)
+        dtype = _dtype(descr) if isinstance(descr, str) else np.dtype([tuple(f) for f in descr])
         _check_dtype(dtype, "the encoded array")
         shape = tuple(shape)
         if any(not isinstance(n, int) or n < 0 for n in shape) or not 0 <= index < len(self.buffers):
             raise CodecError(f"codec: malformed array header (shape {shape}, buffer {index})")
         raw = self.buffers[index]
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        expected = math.prod(shape) * dtype.itemsize
         if raw.nbytes != expected:
             raise CodecError(
                 f"codec: array of shape {shape} and dtype {dtype} needs {expected} bytes, got {raw.nbytes}"
@@ -135,7 +157,15 @@ class _Decoder:
         return arr[()] if code == _EXT_SCALAR else arr
 
     def unpack(self, data: bytes | memoryview) -> Any:
-        return msgpack.unpackb(data, ext_hook=self.ext_hook, raw=False, strict_map_key=False, use_list=True)
+        return _unpackb(
+            data, ext_hook=self.ext_hook, list_hook=_list_hook, raw=False, strict_map_key=False, use_list=True
+        )
+
+
+def _list_hook(items: list[Any]) -> Any:
+    if items and items[0] is _TUPLE_MARK:
+        return tuple(items[1:])
+    return items
 
 
 def dumps_frames(obj: Any) -> list[Any]:
@@ -146,7 +176,9 @@ def dumps_frames(obj: Any) -> list[Any]:
         body = enc.pack(obj)
     except CodecError:
         raise
-    except (TypeError, ValueError, OverflowError) as e:
+    except OverflowError as e:
+        raise CodecError(f"codec: an integer outside -2**63 .. 2**64-1 cannot be encoded ({e})") from e
+    except (TypeError, ValueError, RecursionError) as e:  # msgpack: "recursion limit exceeded"
         raise CodecError(f"codec: cannot encode {type(obj).__name__}: {e}") from e
     return [_HEADER + body, *enc.buffers]
 
@@ -205,11 +237,14 @@ def _check_header(view: memoryview) -> memoryview:
 
 def _decode(body: memoryview, buffers: list[memoryview]) -> Any:
     try:
-        return _Decoder(buffers).unpack(body)
+        out = _Decoder(buffers).unpack(body)
     except CodecError:
         raise
     except Exception as e:  # msgpack raises several types for malformed input
         raise CodecError(f"codec: malformed data ({type(e).__name__}: {e})") from e
+    if out is _TUPLE_MARK:
+        raise CodecError("codec: malformed data (a tuple marker outside a list)")
+    return out
 
 
 def dumps_local(obj: Any) -> bytes:
