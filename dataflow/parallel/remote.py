@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import zmq
+import zmq.utils.monitor
 
 from .. import codec
 from .._checks import check_int, check_timeout
@@ -31,6 +32,12 @@ from ._transport import recv_parts
 __all__ = ["RemoteDataZMQ", "generate_curve_keypair", "send_dataflow_zmq"]
 
 _END = b"DF-END"
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
+_HANDSHAKE_WAIT_S = 0.5  # after the last message: long enough for a refusal to show
 _POLL_MS = 100
 KeyPair = tuple[bytes, bytes]
 
@@ -66,7 +73,8 @@ def send_dataflow_zmq(
     progress: bool = True,
 ) -> int:
     """Send one epoch of ``df`` to ``addr`` (e.g. ``"tcp://trainer:9999"``), then an
-    end-of-stream marker; returns the number of datapoints sent.
+    end-of-stream marker; returns the number of datapoints sent. A receiver that refuses the
+    connection (CURVE keys) raises ``PermissionError`` instead of hanging.
 
     ``df`` is reset here. For an endless stream give an endless flow (``df.repeat()``);
     tensorpack's version looped forever by itself. ``format`` is accepted for
@@ -84,6 +92,7 @@ def send_dataflow_zmq(
 
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
+    monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED)
     try:
         sock.setsockopt(zmq.SNDHWM, hwm)
         sock.setsockopt(zmq.LINGER, -1)  # deliver everything, the end marker included
@@ -101,16 +110,44 @@ def send_dataflow_zmq(
         n = 0
         with tqdm(total=total, disable=not progress, unit="dp", desc=stage, smoothing=0.1) as bar:
             for dp in df:
-                sock.send_multipart(codec.dumps_frames(dp), copy=False)
+                _send(sock, monitor, codec.dumps_frames(dp), addr)
                 n += 1
                 if n % 64 == 0:
                     bar.update(64)
+                    _check_refused(monitor, addr)
             bar.update(n % 64)
-        sock.send(_END)
+        _send(sock, monitor, [_END], addr)
+        _check_refused(monitor, addr, wait_s=_HANDSHAKE_WAIT_S)
         return n
+    except BaseException:
+        sock.setsockopt(zmq.LINGER, 0)  # failed: do not wait for a peer that refused us
+        raise
     finally:
+        sock.disable_monitor()
+        monitor.close(linger=0)
         sock.close()
         ctx.term()
+
+
+def _send(sock: zmq.Socket, monitor: zmq.Socket, frames: list[Any], addr: str) -> None:
+    """Send without blocking forever on a peer that refused the handshake."""
+    while True:
+        try:
+            sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            return
+        except zmq.Again:
+            _check_refused(monitor, addr)
+            sock.poll(_POLL_MS, zmq.POLLOUT)
+
+
+def _check_refused(monitor: zmq.Socket, addr: str, wait_s: float = 0.0) -> None:
+    if monitor.poll(int(wait_s * 1000)):
+        event = zmq.utils.monitor.recv_monitor_message(monitor)["event"]
+        raise PermissionError(
+            f"send_dataflow_zmq: {addr} refused the connection ({zmq.Event(event).name}): with "
+            f"CURVE, the receiver must list this sender's public key and the sender must use the "
+            f"receiver's public key; without CURVE on this side, a CURVE receiver refuses it"
+        )
 
 
 class RemoteDataZMQ(DataFlow):
@@ -157,6 +194,8 @@ class RemoteDataZMQ(DataFlow):
         if (curve_keypair is None) != (curve_authorized_keys is None):
             raise ValueError(f"{stage}: CURVE needs both curve_keypair and curve_authorized_keys")
         self.curve_keypair = None if curve_keypair is None else _check_keypair(stage, curve_keypair)
+        if isinstance(curve_authorized_keys, (bytes, str)):
+            raise TypeError(f"{stage}: curve_authorized_keys must be a list of public keys, got one key")
         self.curve_authorized_keys = None if curve_authorized_keys is None else list(curve_authorized_keys)
         self.max_message_bytes = check_int(stage, "max_message_bytes", max_message_bytes)
         self.malformed = 0
