@@ -13,6 +13,17 @@ from .errors import (
     WorkerDied,
     WorkerError,
 )
+from .formats import (
+    FormatError,
+    HDF5Data,
+    HDF5Serializer,
+    LMDBData,
+    LMDBDataDecoder,
+    LMDBSerializer,
+    NumpySerializer,
+    TFRecordData,
+    TFRecordSerializer,
+)
 from .ops.batch import BatchData, BatchDataByShape
 from .ops.cache import CacheData
 from .ops.combine import ConcatData, JoinData, RandomChooseData, RandomMixData
@@ -61,8 +72,14 @@ __all__ = [
     "FakeData",
     "FilterData",
     "FixedSizeData",
+    "FormatError",
+    "HDF5Data",
+    "HDF5Serializer",
     "InterleaveData",
     "JoinData",
+    "LMDBData",
+    "LMDBDataDecoder",
+    "LMDBSerializer",
     "LengthUnknownError",
     "LocallyShuffleData",
     "MapData",
@@ -74,6 +91,7 @@ __all__ = [
     "MultiProcessRunnerZMQ",
     "MultiThreadMapData",
     "MultiThreadRunner",
+    "NumpySerializer",
     "PaddedBatchData",
     "PrintData",
     "ProfileResult",
@@ -88,6 +106,8 @@ __all__ = [
     "SelectComponent",
     "SpeedResult",
     "StageTiming",
+    "TFRecordData",
+    "TFRecordSerializer",
     "TakeData",
     "TestDataSpeed",
     "TextLineData",

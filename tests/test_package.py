@@ -33,10 +33,11 @@ def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
 
 def _public_modules() -> list[str]:
     """The public modules whose classes users import: dataflow.base, dataflow.errors and every
-    public module of dataflow.sources / .ops / .tools / .parallel (adapters and formats, which
-    import optional packages, are left out)."""
+    public module of dataflow.sources / .ops / .tools / .parallel / .formats (adapters, which
+    import frameworks, are left out)."""
     names = ["dataflow.base", "dataflow.errors"]
-    for pkg_name in ("dataflow.sources", "dataflow.ops", "dataflow.tools", "dataflow.parallel"):
+    packages = ("dataflow.sources", "dataflow.ops", "dataflow.tools", "dataflow.parallel", "dataflow.formats")
+    for pkg_name in packages:
         pkg = importlib.import_module(pkg_name)
         names.append(pkg_name)
         for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg_name}."):

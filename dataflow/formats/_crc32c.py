@@ -8,6 +8,7 @@ correct, but only about 10-30 MB/s). ``pip install google-crc32c`` for fast TFRe
 from __future__ import annotations
 
 import struct
+import warnings
 from collections.abc import Callable
 
 __all__ = ["crc32c", "crc32c_python", "implementation", "masked_crc32c"]
@@ -56,9 +57,11 @@ def crc32c_python(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     return c ^ 0xFFFFFFFF
 
 
-def _select() -> tuple[Callable[[bytes | bytearray | memoryview], int], str]:
+def _select() -> tuple[Callable[[bytes], int], str]:
     try:
-        import google_crc32c
+        with warnings.catch_warnings():  # it warns on import when it has no C extension
+            warnings.simplefilter("ignore")
+            import google_crc32c
     except ImportError:
         return crc32c_python, "python"
     if getattr(google_crc32c, "implementation", "c") != "c":  # its own fallback is slower still
@@ -66,15 +69,30 @@ def _select() -> tuple[Callable[[bytes | bytearray | memoryview], int], str]:
     return google_crc32c.value, "google-crc32c"
 
 
-_crc, implementation = _select()
-
-
-def crc32c(data: bytes | bytearray | memoryview) -> int:
-    """CRC-32C of ``data`` (an unsigned 32-bit int)."""
+def _first_call(data: bytes) -> int:
+    """Choose the implementation on first use (so importing this module imports nothing)."""
+    global _crc, _implementation
+    _crc, _implementation = _select()
     return _crc(data)
 
 
-def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
+_crc: Callable[[bytes], int] = _first_call
+_implementation = ""
+
+
+def implementation() -> str:
+    """``"google-crc32c"`` or ``"python"``: what :func:`crc32c` uses."""
+    if not _implementation:
+        crc32c(b"")
+    return _implementation
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C of ``data`` (``bytes``; an unsigned 32-bit int)."""
+    return _crc(data)
+
+
+def masked_crc32c(data: bytes) -> int:
     """TFRecord's masked CRC: ``((crc >> 15 | crc << 17) + 0xa282ead8) & 0xffffffff``."""
     c = _crc(data)
     return (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF

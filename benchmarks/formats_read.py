@@ -1,0 +1,197 @@
+"""Storage formats, read side: one epoch over a saved dataset, this library vs tensorpack 0.11.
+
+Data: ``--size`` datapoints ``[int, uint8[32, 32, 3], float32[10]]`` (3,120 payload bytes
+each), saved once per contender with its own serializer in a temporary directory. Each
+contender reads one full epoch per run and decodes every datapoint. Contenders, in one run:
+
+- ``dataflow LMDB`` / ``tensorpack LMDB``: ``LMDBSerializer.load(path, shuffle=...)``, in
+  key order and shuffled (random access);
+- ``dataflow TFRecord``: ``TFRecordSerializer.load(path)``, both CRCs checked (CRC-32C by
+  ``google-crc32c`` when installed, else pure Python: say which below);
+- ``tensorpack TFRecord``: needs TensorFlow; left out with a note when it is missing;
+- ``LMDBData`` of both, yielding ``[key, value bytes]`` without decoding: the storage layer
+  alone, without the codec.
+
+tensorpack's contenders run in a separate (spawned) process that the rounds drive one epoch
+at a time, because importing tensorpack patches the ``msgpack`` module globally.
+
+MB/s counts the payload (array bytes + 8 for the int), the same for every contender, so it
+is comparable across formats. Medians of ``--rounds`` rounds; ratios within this run.
+
+    pip install lmdb google-crc32c tensorpack==0.11   # tensorflow for tensorpack's TFRecord
+    python benchmarks/formats_read.py [--size 5000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks._harness import (  # noqa: E402
+    Contender,
+    Result,
+    machine_line,
+    note,
+    quiet_stdout,
+    run_rounds,
+    wait_quiet,
+)
+
+PAYLOAD = 32 * 32 * 3 + 10 * 4 + 8
+TP_LMDB = "tensorpack LMDB, in order"
+RAW_OURS = "dataflow LMDBData (raw bytes, no decoding)"
+RAW_TP = "tensorpack LMDBData (raw bytes, no decoding)"
+
+
+def make_data(size: int) -> list[list]:
+    rng = np.random.default_rng(0)
+    return [
+        [i, rng.integers(0, 256, (32, 32, 3), dtype=np.uint8), rng.random(10, dtype=np.float32)]
+        for i in range(size)
+    ]
+
+
+def _epoch(df) -> Callable[[], int]:
+    df.reset_state()
+
+    def run() -> int:
+        n = 0
+        for _ in df:
+            n += 1
+        return n
+
+    return run
+
+
+def ours(data: list, tmp: str) -> list[Contender]:
+    from dataflow.formats import LMDBData, LMDBSerializer, TFRecordSerializer
+    from dataflow.formats._crc32c import implementation
+    from dataflow.sources import DataFromList
+
+    lmdb_path, tfr_path = os.path.join(tmp, "ours.lmdb"), os.path.join(tmp, "ours.tfrecord")
+    LMDBSerializer.save(DataFromList(data, shuffle=False), lmdb_path)
+    TFRecordSerializer.save(DataFromList(data, shuffle=False), tfr_path)
+    note(f"dataflow TFRecord: CRC-32C by {implementation()}")
+    return [
+        Contender("dataflow LMDB, in order", _epoch(LMDBSerializer.load(lmdb_path, shuffle=False))),
+        Contender("dataflow LMDB, shuffled", _epoch(LMDBSerializer.load(lmdb_path, shuffle=True))),
+        Contender("dataflow TFRecord", _epoch(TFRecordSerializer.load(tfr_path))),
+        Contender(RAW_OURS, _epoch(LMDBData(lmdb_path, shuffle=False))),
+    ]
+
+
+def _tensorpack_flows(size: int, tmp: str) -> dict:
+    """Runs in the peer process: save with tensorpack, return its flows by contender name."""
+    from tensorpack.dataflow import DataFromList, LMDBData, LMDBSerializer
+    from tensorpack.utils import logger
+
+    logger.setLevel(logging.WARNING)
+    data = make_data(size)
+    path = os.path.join(tmp, "tensorpack.lmdb")
+    LMDBSerializer.save(DataFromList(data, shuffle=False), path)
+    copy1, copy2 = (shutil.copy(path, os.path.join(tmp, f"tensorpack-{i}.lmdb")) for i in (1, 2))
+    flows = {  # a copy each: tensorpack (and lmdb) open a file only once per process
+        TP_LMDB: LMDBSerializer.load(path, shuffle=False),
+        "tensorpack LMDB, shuffled": LMDBSerializer.load(copy1, shuffle=True),
+        RAW_TP: LMDBData(copy2, shuffle=False),
+    }
+    try:
+        from tensorpack.dataflow import TFRecordSerializer
+        from tensorpack.dataflow.serialize import tf  # noqa: F401  (missing without TensorFlow)
+    except ImportError:
+        return flows
+    tfr = os.path.join(tmp, "tensorpack.tfrecord")
+    TFRecordSerializer.save(DataFromList(data, shuffle=False), tfr)
+    flows["tensorpack TFRecord"] = TFRecordSerializer.load(tfr, size=size)
+    return flows
+
+
+def _peer_main(conn, size: int, tmp: str) -> None:
+    """The peer process: answers "run one epoch of <name>" with the item count."""
+    with quiet_stdout():
+        flows = _tensorpack_flows(size, tmp)
+        runs = {name: _epoch(df) for name, df in flows.items()}
+        conn.send(list(runs))
+        for name in iter(conn.recv, None):
+            conn.send(runs[name]())
+
+
+def tensorpack(size: int, tmp: str) -> list[Contender]:
+    """tensorpack's contenders, run in a separate process: importing tensorpack patches the
+    ``msgpack`` module globally (``msgpack_numpy.patch()``), which must not touch ours."""
+    if importlib.util.find_spec("tensorpack") is None:  # importing it here would patch msgpack
+        note("tensorpack not installed: pip install tensorpack==0.11 to compare")
+        return []
+    ctx = multiprocessing.get_context("spawn")
+    conn, child = ctx.Pipe()
+    proc = ctx.Process(target=_peer_main, args=(child, size, tmp), daemon=True)
+    proc.start()
+    names = conn.recv()
+    if "tensorpack TFRecord" not in names:
+        note("tensorpack TFRecord left out: it needs TensorFlow (pip install tensorflow)")
+    _PEERS.append((proc, conn))
+
+    def remote(name: str) -> Callable[[], int]:
+        def run() -> int:
+            conn.send(name)
+            return conn.recv()
+
+        return run
+
+    return [Contender(name, remote(name)) for name in names]
+
+
+_PEERS: list = []
+
+
+def table(results: list[Result], reference: str | None) -> str:
+    by_name = {r.name: r for r in results}
+    ref = by_name.get(reference) if reference else None
+    head = "| contender | median items/s | median MB/s | min–max items/s |"
+    rows = [head + (f" vs {reference} |" if ref else ""), "|---|---|---|---|" + ("---|" if ref else "")]
+    for r in results:
+        ratio = f" {r.median / ref.median:.2f}x |" if ref else ""
+        rows.append(
+            f"| {r.name} | {r.median:,.0f} | {r.median * PAYLOAD / 1e6:,.1f} | "
+            f"{min(r.rates):,.0f}–{max(r.rates):,.0f} |{ratio}"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    data = make_data(args.size)
+    with tempfile.TemporaryDirectory() as tmp:
+        contenders = ours(data, tmp) + tensorpack(args.size, tmp)
+        try:
+            wait_quiet()  # a shared machine: start when other processes are idle
+            results = run_rounds(contenders, rounds=args.rounds)
+        finally:
+            for proc, conn in _PEERS:
+                conn.send(None)
+                proc.join(30)
+    reference = TP_LMDB if any(r.name == TP_LMDB for r in results) else None
+    print(
+        f"formats_read: one epoch over {args.size:,} x [int, uint8[32,32,3], float32[10]] "
+        f"({PAYLOAD:,} payload bytes each), {args.rounds} rounds, medians; {machine_line()}\n"
+    )
+    print(table(results, reference))
+
+
+if __name__ == "__main__":
+    main()

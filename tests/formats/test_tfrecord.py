@@ -1,0 +1,209 @@
+"""TFRecord: CRC-32C, framing, raw records of foreign files, corrupt and truncated files,
+the header (count, version), and TensorFlow's reader when it is installed."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dataflow import codec
+from dataflow.errors import LengthUnknownError
+from dataflow.formats import FormatError, TFRecordData, TFRecordSerializer
+from dataflow.formats._crc32c import crc32c, crc32c_python, masked_crc32c
+from dataflow.formats.tfrecord import HEADER_MAGIC, frame
+from dataflow.sources import DataFromList
+
+
+def _save(tmp_path: Path, n: int = 10) -> Path:
+    path = tmp_path / "d.tfrecord"
+    TFRecordSerializer.save(
+        DataFromList([[i, np.full(100, i, np.int16)] for i in range(n)], shuffle=False), path
+    )
+    return path
+
+
+# --- CRC-32C -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", [crc32c, crc32c_python], ids=["selected", "pure-python"])
+def test_crc32c_known_vectors(impl) -> None:  # type: ignore[no-untyped-def]
+    assert impl(b"123456789") == 0xE3069283
+    assert impl(b"") == 0
+    assert impl(bytes(32)) == 0x8A9136AA  # RFC 3720, B.4: 32 bytes of zeros
+    assert impl(b"\xff" * 32) == 0x62A8AB43  # ... 32 bytes of 0xff
+    assert impl(bytes(range(32))) == 0x46DD794E  # ... incrementing bytes
+
+
+def test_pure_python_crc_matches_the_selected_one_on_every_length() -> None:
+    rng = np.random.default_rng(0)
+    for n in [*range(0, 40), 1000, 4099]:
+        data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        assert crc32c_python(data) == crc32c(data), n
+
+
+def test_pure_python_fallback_without_google_crc32c(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataflow.formats import _crc32c
+
+    monkeypatch.setitem(sys.modules, "google_crc32c", None)
+    try:
+        importlib.reload(_crc32c)
+        assert _crc32c.implementation() == "python"
+        assert _crc32c.crc32c(b"123456789") == 0xE3069283
+    finally:
+        monkeypatch.undo()
+        importlib.reload(_crc32c)
+
+
+def test_masked_crc() -> None:
+    crc = crc32c(b"123456789")
+    assert masked_crc32c(b"123456789") == (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def test_frame_layout() -> None:
+    rec = frame(b"hello")
+    assert rec[:8] == struct.pack("<Q", 5)
+    assert rec[8:12] == struct.pack("<I", masked_crc32c(struct.pack("<Q", 5)))
+    assert rec[12:17] == b"hello" and rec[17:] == struct.pack("<I", masked_crc32c(b"hello"))
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+def test_raw_records_of_a_foreign_file(tmp_path: Path) -> None:
+    path = tmp_path / "foreign.tfrecord"
+    records = [b"", b"a", os.urandom(5000), b"tf.train.Example bytes"]
+    path.write_bytes(b"".join(frame(r) for r in records))
+    df = TFRecordData(str(path), decode=False)
+    df.reset_state()
+    assert list(df) == records and list(df) == records  # two epochs
+    with pytest.raises(LengthUnknownError, match="pass size="):
+        len(df)
+    assert len(TFRecordData(str(path), decode=False, size=4)) == 4
+    decoded = TFRecordData(str(path), decode=True)
+    decoded.reset_state()
+    with pytest.raises(codec.CodecError, match=r"foreign.tfrecord: record 0 at byte offset 0.*decode=False"):
+        list(decoded)
+
+
+def test_several_files_in_order_and_raw_mode_hides_our_header(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+    TFRecordSerializer.save(DataFromList([[1], [2]], shuffle=False), str(a))
+    TFRecordSerializer.save(DataFromList([[3]], shuffle=False), str(b))
+    df = TFRecordData([str(a), b], decode=True)
+    assert len(df) == 3
+    df.reset_state()
+    assert [dp[0] for dp in df] == [1, 2, 3]
+    raw = TFRecordData(str(a), decode=False)
+    raw.reset_state()
+    assert [codec.loads(r) for r in raw] == [[1], [2]]
+
+
+def test_flipped_byte_names_the_file_record_and_offset(tmp_path: Path) -> None:
+    path = _save(tmp_path)
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    data[mid] ^= 0x40
+    path.write_bytes(bytes(data))
+    df = TFRecordSerializer.load(str(path))
+    df.reset_state()
+    with pytest.raises(FormatError, match=r"d\.tfrecord: record \d+ at byte offset \d+: corrupt") as info:
+        list(df)
+    found = re.search(r"record (\d+) at byte offset (\d+)", str(info.value))
+    assert found is not None
+    index, offset = map(int, found.groups())
+    record_len = len(frame(codec.dumps([0, np.full(100, 0, np.int16)])))  # all 10 are this long
+    assert index > 0 and offset <= mid < offset + record_len  # names the damaged record
+
+
+def test_flipped_length_byte_is_a_corrupt_length(tmp_path: Path) -> None:
+    path = _save(tmp_path)
+    data = bytearray(path.read_bytes())
+    first = struct.unpack_from("<Q", data, 0)[0] + 16  # the second record starts here
+    data[first + 1] ^= 0x01
+    path.write_bytes(bytes(data))
+    df = TFRecordData(str(path), decode=False)
+    df.reset_state()
+    with pytest.raises(FormatError, match=f"record 1 at byte offset {first}: corrupt record length"):
+        list(df)
+
+
+@pytest.mark.parametrize(("cut", "record"), [(3, 10), (20, 10), (300, 9)])
+def test_truncated_file(tmp_path: Path, cut: int, record: int) -> None:
+    path = _save(tmp_path)  # record 0 is the header, records 1..10 the datapoints
+    data = path.read_bytes()
+    path.write_bytes(data[:-cut])
+    df = TFRecordSerializer.load(str(path))
+    df.reset_state()
+    with pytest.raises(FormatError, match=f"d.tfrecord: record {record} at byte offset .*truncated"):
+        list(df)
+
+
+def test_file_cut_at_a_record_boundary_is_caught_by_the_count(tmp_path: Path) -> None:
+    path = _save(tmp_path)
+    data = path.read_bytes()
+    last = len(frame(codec.dumps([9, np.full(100, 9, np.int16)])))
+    path.write_bytes(data[:-last])
+    df = TFRecordSerializer.load(str(path))
+    df.reset_state()
+    with pytest.raises(FormatError, match="header says 10 records but the file has 9"):
+        list(df)
+
+
+def test_crc_check_can_be_skipped_for_data_only(tmp_path: Path) -> None:
+    path = tmp_path / "r.tfrecord"
+    rec = bytearray(frame(b"payload"))
+    rec[-1] ^= 0xFF  # wrong data CRC
+    path.write_bytes(bytes(rec))
+    unchecked = TFRecordData(str(path), decode=False, verify_crc=False)
+    unchecked.reset_state()
+    assert list(unchecked) == [b"payload"]
+    with pytest.raises(FormatError, match="record 0 at byte offset 0: corrupt record data"):
+        TFRecordData(str(path), decode=False).reset_state()  # reset_state reads the first record
+
+
+def test_newer_format_version_is_refused(tmp_path: Path) -> None:
+    meta = {"format": "tfrecord", "version": 2, "writer": "dataflow-ml 9.9"}
+    payload = HEADER_MAGIC + struct.pack("<Q", 1) + codec.dumps(meta)
+    path = tmp_path / "new.tfrecord"
+    path.write_bytes(frame(payload) + frame(codec.dumps([1])))
+    with pytest.raises(
+        FormatError, match=r"format version 2 \(by dataflow-ml 9.9\), newer than the version 1"
+    ):
+        TFRecordSerializer.load(str(path)).reset_state()
+    with pytest.raises(FormatError, match="format version 2"):
+        len(TFRecordData(str(path), decode=False))
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="path must be"):
+        TFRecordData(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="path must be"):
+        TFRecordData([])
+    with pytest.raises(ValueError, match="size must be"):
+        TFRecordData("x", size=-1)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None,
+    reason="TensorFlow is not installed; CI installs it for the adapters and runs this test there",
+)
+def test_tensorflow_reads_our_file(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    path = _save(tmp_path, 5)
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
+    assert records[0][:8] == HEADER_MAGIC and len(records) == 6
+    for i, rec in enumerate(records[1:]):
+        dp = codec.loads(rec)
+        assert dp[0] == i and (dp[1] == i).all()
+    ours = TFRecordData(str(path), decode=False)
+    ours.reset_state()
+    assert list(ours) == records[1:]
