@@ -182,7 +182,8 @@ def test_workers_open_their_own_environment(tmp_path: Path) -> None:
     df.reset_state()  # opened in the parent too: the forked workers must not use this one
     with MultiProcessRunnerZMQ(df, num_proc=2) as runner:
         runner.reset_state()
-        seen = [dp[0] for _, dp in zip(range(200), runner)]
+        # a runner epoch is len(ds) datapoints from any worker: 4 epochs hold a full pass of one
+        seen = [dp[0] for _ in range(4) for dp in runner]
     assert set(seen) == set(range(50))
     df.reset_state()  # the runner closed it; it opens again in this process
     assert len(list(df)) == 50
