@@ -12,9 +12,11 @@ ZMQ. Consequences users must know:
 - Epochs: one ``__iter__`` yields ``len(ds)`` datapoints (from any workers) when the flow
   has a length, else it never ends. Nothing is lost between epochs: what was received but
   not yet yielded comes first in the next one.
-- When the consumer lags, workers send small datapoints in groups (up to 256 per message),
-  which cuts the per-datapoint messaging cost; when it keeps up, or datapoints are large
-  (64 KiB and more), each goes alone at once.
+- Workers send small datapoints in groups: a message leaves when 256 are pending or 1 ms
+  after the previous one, which cuts the per-datapoint messaging cost several times. A
+  source slower than one datapoint per millisecond still sends each at once; the price is
+  that a datapoint made less than 1 ms after a message waits for the next datapoint (or the
+  end of the epoch). Large datapoints (64 KiB and more) always go alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Iterator
+from time import perf_counter
 from typing import Any
 
 import zmq
@@ -40,6 +43,7 @@ __all__ = ["MultiProcessRunner", "MultiProcessRunnerZMQ"]
 
 _GROUP_MAX = 256
 _GROUP_UNTIL_BYTES = 64 * 1024  # per datapoint
+_GROUP_WINDOW_S = 0.001  # a datapoint waits at most this long for others to share its message
 
 
 def _runner_worker(
@@ -58,6 +62,7 @@ def _runner_worker(
     sock = worker_socket(endpoint, zmq.PUSH, hwm)
     pending: list[Any] = []
     group_max = _GROUP_MAX
+    last_flush = 0.0
     try:
         seeding.enter_worker(key, seed)
         ds.reset_state()
@@ -66,13 +71,19 @@ def _runner_worker(
             for dp in ds:
                 produced = True
                 pending.append(dp)
-                if len(pending) >= group_max or sock.poll(0, zmq.POLLOUT):
+                now = perf_counter()
+                if len(pending) >= group_max or now - last_flush >= _GROUP_WINDOW_S:
                     # grouping only pays while messages are small (their fixed cost dominates)
                     big = _flush(sock, pending, ring) >= _GROUP_UNTIL_BYTES * len(pending)
                     group_max = 1 if big else _GROUP_MAX
                     pending = []
+                    last_flush = now
             if not produced:
                 raise ValueError(f"the flow {type(ds).__name__} produced an empty epoch")
+            if pending:  # the end of an epoch may be followed by a slow start of the next
+                _flush(sock, pending, ring)
+                pending = []
+                last_flush = perf_counter()
     except BaseException as e:
         if pending:
             _flush(sock, pending, ring)

@@ -1,0 +1,256 @@
+"""Parallel map, CPU-bound: a ~4 ms pure-Python function over 600 datapoints, 2 workers.
+
+The function is a fixed arithmetic loop calibrated at start-up to take about 4 ms here (not
+a busy wait on the clock, which would hide CPU contention). Contenders, in one run:
+
+- ``serial map``: the function applied in a plain loop in this process (the reference);
+- ``dataflow``: ``DataFromList(data).parallel_map(f, num_proc=2)``, i.e.
+  ``MultiProcessMapDataZMQ(num_proc=2, ordered=True, strict=True)``: input order, one exact pass;
+- ``tensorpack 0.11``: ``MultiProcessMapDataZMQ(num_proc=2, strict=True)``: one exact pass,
+  **unordered** (tensorpack has no ordered process map), if installed;
+- ``torch DataLoader``: a map-style ``Dataset`` whose ``__getitem__`` applies the function,
+  ``DataLoader(num_workers=2, batch_size=None)``: ordered, if torch is installed.
+
+By default each round builds a pipeline, runs one untimed pass over the data (starting the
+workers and warming up), then times a second pass; the serial map needs no warm-up. With
+``--cold`` the clock starts before the pipeline is built and stops after its first pass
+(worker start-up included for all). A "ceiling" row shows what 2 processes give on this
+machine with almost no messaging (``multiprocessing.Pool.map`` with one chunk per worker).
+
+    pip install tensorpack==0.11 torch   # optional peers
+    python benchmarks/mp_map.py [--items 600] [--ms 4] [--rounds 5] [--cold]
+
+Target (issue 3): >= 1.9x the serial map.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import logging
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks._harness import (  # noqa: E402
+    TimedContender,
+    machine_line,
+    markdown_table,
+    note,
+    quiet_stdout,
+    run_timed_rounds,
+)
+
+NUM_PROC = 2
+SERIAL = "serial map"
+CEILING = "ceiling: Pool.map, 2 chunks"
+TP = "tensorpack 0.11"
+TORCH = "torch DataLoader"
+
+
+def burn(iters: int) -> int:
+    """Pure-Python CPU work: ``iters`` steps of integer arithmetic (holds the GIL)."""
+    x = 0
+    for k in range(iters):
+        x = (x * 7 + k) % 1000003  # small ints only: every step costs the same
+    return x
+
+
+def work(dp: list, iters: int) -> list:
+    """The mapped function: burn the CPU, return a new datapoint."""
+    return [dp[0], dp[1] + np.float32(burn(iters) % 7)]
+
+
+def calibrate(ms: float) -> tuple[int, float]:
+    """``(iters, measured_ms)``: the loop length that takes about ``ms`` milliseconds here."""
+    iters = 20_000
+    for _ in range(3):  # refine: the first probe is short, later ones are the real length
+        best = min(_timed(burn, iters) for _ in range(7))
+        iters = max(1, round(iters * ms / 1000 / best))
+    return iters, 1000 * statistics.median(_timed(burn, iters) for _ in range(11))
+
+
+def _timed(f: Callable[..., Any], *args: Any) -> float:
+    t0 = time.perf_counter()
+    f(*args)
+    return time.perf_counter() - t0
+
+
+def make_data(n: int) -> list[list]:
+    rng = np.random.default_rng(0)
+    return [[i, rng.random(10, dtype=np.float32)] for i in range(n)]
+
+
+def _passes(make: Callable[[], Iterable], cold: bool, expect: int) -> tuple[int, float, Any]:
+    """Build a pipeline with ``make()`` and time one pass over it: ``(results, seconds,
+    pipeline)``.
+
+    Warm (default): a first pass, untimed, starts the workers and warms everything up; the
+    second pass is timed, from its start (nothing was sent to the workers ahead of it, or
+    the peer keeps them busy across the boundary) to its last result. Cold: the clock starts
+    before ``make()`` and stops after the first pass. Warns if a pass does not give ``expect``.
+    """
+    t0 = time.perf_counter()
+    pipeline = make()
+    if not cold:
+        _check(pipeline, sum(1 for _ in pipeline), expect)
+        t0 = time.perf_counter()
+    n = sum(1 for _ in pipeline)
+    seconds = time.perf_counter() - t0
+    _check(pipeline, n, expect)
+    return n, seconds, pipeline
+
+
+def _check(pipeline: Any, n: int, expect: int) -> None:
+    if n != expect:
+        note(f"{type(pipeline).__name__}: one pass gave {n} results, expected {expect}")
+
+
+def serial(data: list, f: Callable, cold: bool) -> TimedContender:
+    def run() -> tuple[int, float]:
+        t0 = time.perf_counter()
+        n = sum(1 for _ in map(f, data))  # nothing to start or warm up
+        return n, time.perf_counter() - t0
+
+    return TimedContender(SERIAL, run)
+
+
+def ceiling(data: list, f: Callable, cold: bool) -> TimedContender:
+    """What 2 processes can do here with almost no messaging: ``multiprocessing.Pool.map``
+    with one chunk per worker. Not a usable pipeline (nothing arrives before its half is
+    done); it shows how much parallel speed the machine gives at all."""
+    import multiprocessing as mp
+
+    def run() -> tuple[int, float]:
+        t0 = time.perf_counter()
+        with mp.get_context("fork").Pool(NUM_PROC) as pool:
+            if not cold:
+                pool.map(abs, range(NUM_PROC), chunksize=1)  # both workers up
+                t0 = time.perf_counter()
+            out = pool.map(f, data, chunksize=-(-len(data) // NUM_PROC))
+            seconds = time.perf_counter() - t0
+        return len(out), seconds
+
+    return TimedContender(CEILING, run)
+
+
+def ours(data: list, f: Callable, cold: bool) -> TimedContender:
+    from dataflow import DataFromList
+
+    def make() -> Any:
+        df = DataFromList(data, shuffle=False).parallel_map(f, num_proc=NUM_PROC)  # ordered, strict
+        df.reset_state()
+        return df
+
+    def run() -> tuple[int, float]:
+        n, seconds, df = _passes(make, cold, len(data))
+        df.close()
+        return n, seconds
+
+    return TimedContender("dataflow", run)
+
+
+def tensorpack(data: list, f: Callable, cold: bool) -> TimedContender | None:
+    try:
+        with quiet_stdout():
+            from tensorpack.dataflow import DataFromList, MultiProcessMapDataZMQ
+    except ImportError:
+        note(f"{TP} not installed (pip install tensorpack==0.11): skipping it")
+        return None
+    logging.getLogger("tensorpack").setLevel(logging.WARNING)
+
+    def make() -> Any:
+        src = DataFromList(data, shuffle=False)
+        df = MultiProcessMapDataZMQ(src, num_proc=NUM_PROC, map_func=f, strict=True)
+        df.reset_state()  # starts the workers and already sends them buffer_size datapoints
+        return df
+
+    def run() -> tuple[int, float]:
+        n, seconds, df = _passes(make, cold, len(data))
+        with quiet_stdout():  # tensorpack has no close(); its __del__ stops the workers
+            del df
+            gc.collect()
+        return n, seconds
+
+    return TimedContender(TP, run)
+
+
+class _MappedDataset:
+    """Map-style dataset for torch: item ``i`` is ``f(data[i])`` (made a torch ``Dataset``
+    subclass in :func:`torch_loader`, so this module imports without torch)."""
+
+    def __init__(self, data: list, f: Callable) -> None:
+        self.data, self.f = data, f
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.f(self.data[i])
+
+
+def torch_loader(data: list, f: Callable, cold: bool) -> TimedContender | None:
+    try:
+        import torch.utils.data as tud
+    except ImportError:
+        note(f"torch not installed (pip install torch): skipping {TORCH}")
+        return None
+
+    class Mapped(_MappedDataset, tud.Dataset):
+        pass
+
+    def make() -> Any:
+        # persistent workers: the timed second pass reuses the workers of the first
+        return tud.DataLoader(
+            Mapped(data, f), num_workers=NUM_PROC, batch_size=None, persistent_workers=True
+        )
+
+    def run() -> tuple[int, float]:
+        n, seconds, loader = _passes(make, cold, len(data))
+        if loader._iterator is not None:
+            loader._iterator._shutdown_workers()  # what its __del__ does, but now
+        return n, seconds
+
+    return TimedContender(TORCH, run)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=600)
+    parser.add_argument("--ms", type=float, default=4.0, help="target cost of one call")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cold", action="store_true", help="include worker start-up in the time")
+    args = parser.parse_args()
+    iters, measured = calibrate(args.ms)
+    f = functools.partial(work, iters=iters)
+    data = make_data(args.items)
+    made = [g(data, f, args.cold) for g in (serial, ceiling, ours, tensorpack, torch_loader)]
+    contenders = [c for c in made if c is not None]
+    results, quiet = run_timed_rounds(contenders, rounds=args.rounds)
+    timing = (
+        "worker start-up included (clock starts before the pipeline is built)"
+        if args.cold
+        else "second pass timed, after an untimed first (worker start-up excluded)"
+    )
+    print(
+        f"mp_map: ordered parallel map of a {measured:.2f} ms pure-Python function ({iters:,} loop "
+        f"steps) over {args.items} datapoints, {NUM_PROC} workers; {timing}; {args.rounds} rounds, "
+        f"medians; {machine_line()}; {quiet.line()}\n"
+    )
+    print(markdown_table(results, [SERIAL], unit="items/s"))
+    print(
+        "\nThe ratio column is the speedup over the serial map. tensorpack's map is unordered "
+        "(it has no ordered process map).\nTarget: >= 1.9x the serial map."
+    )
+
+
+if __name__ == "__main__":
+    main()
