@@ -74,6 +74,9 @@ class ProcessPool:
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.RCVHWM, hwm)
         self.sock.bind(self.endpoint)
+        self._poller = zmq.Poller()  # one for the pool's life: Socket.poll() builds one per call
+        self._poller.register(self.sock, zmq.POLLIN)
+        self._flowing = False
         self.procs: list[BaseProcess] = []
         size = resolve_shm_bytes(stage, shm_bytes)
         self.rings = RingReader.create(stage, len(worker_args), size, copy) if size else None
@@ -100,14 +103,17 @@ class ProcessPool:
         if now >= self._next_check:  # on a clock too: another busy worker must not hide a death
             self._next_check = now + POLL_MS / 1000
             check_workers(self.stage, self.procs)
-        try:
-            return tr.recv_parts(sock, zmq.NOBLOCK, self._header_parts)
-        except zmq.Again:
-            pass
+        if self._flowing:  # messages were waiting last time: try without polling first
+            try:
+                return tr.recv_parts(sock, zmq.NOBLOCK, self._header_parts)
+            except zmq.Again:
+                self._flowing = False
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while True:
-            if sock.poll(POLL_MS, zmq.POLLIN):
-                return tr.recv_parts(sock, 0, self._header_parts)
+            if self._poller.poll(POLL_MS):
+                parts = tr.recv_parts(sock, 0, self._header_parts)
+                self._flowing = bool(sock.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+                return parts
             check_workers(self.stage, self.procs)
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(
