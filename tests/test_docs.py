@@ -61,6 +61,7 @@ def test_docs_build_without_warnings(tmp_path: Path) -> None:
     )
     # (any other .rst page must be in the toctree too: sphinx warns otherwise, and -W fails)
     pages = ("index", "getting_started", "concepts", "parallel", "zero_copy", "formats", "remote",
+             "adapters", "adapters_tf", "adapters_torch", "adapters_jax", "migration_inputsources",
              "migration", "api", "performance")
     for page in pages:
         assert (tmp_path / "html" / f"{page}.html").is_file(), f"docs page {page!r} was not built"

@@ -33,7 +33,10 @@ def prefetch_to_device(iterable: Iterable[Any], size: int = 2, sharding: Any = N
     """
     if not isinstance(size, int) or isinstance(size, bool) or size < 1:
         raise ValueError(f"prefetch_to_device: size must be an int >= 1, got {size!r}")
+    return _prefetch(iterable, size, sharding)
 
+
+def _prefetch(iterable: Iterable[Any], size: int, sharding: Any) -> Iterator[Any]:
     def put(batch: Any) -> Any:
         return jax.tree_util.tree_map(
             lambda x: jax.device_put(x, sharding) if _is_array_leaf(x) else x, batch

@@ -106,15 +106,30 @@ def ZMQInput(addr: str, output_signature: Any, **kwargs: Any) -> Any:  # noqa: N
     The signature must be given: peeking at a network stream would consume it."""
     from ..parallel.remote import RemoteDataZMQ
 
-    return dataflow_to_dataset(RemoteDataZMQ(addr, **kwargs), output_signature=output_signature)
+    def generator() -> Iterator[Any]:
+        receiver = RemoteDataZMQ(addr, **kwargs)  # one per dataset iteration, closed after it
+        receiver.reset_state()
+        try:
+            for dp in receiver:
+                yield tuple(dp) if isinstance(dp, list) else dp
+        finally:
+            receiver.close()
+
+    return tf.data.Dataset.from_generator(generator, output_signature=output_signature)
 
 
 def DummyConstantInput(shapes: Sequence[Sequence[int]], dtypes: Any = "float32") -> Any:  # noqa: N802
     """An endless dataset of constant zeros of the given shapes: to measure a model without
     any input cost (tensorpack's ``DummyConstantInput``)."""
-    dts = [dtypes] * len(shapes) if isinstance(dtypes, (str, np.dtype, type)) else list(dtypes)
-    tensors = tuple(tf.zeros(s, dtype=tf.as_dtype(np.dtype(d))) for s, d in zip(shapes, dts))
+    dts = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes] * len(shapes)
+    if len(dts) != len(shapes):
+        raise ValueError(f"DummyConstantInput: {len(shapes)} shapes but {len(dts)} dtypes")
+    tensors = tuple(tf.zeros(s, dtype=_as_tf_dtype(d)) for s, d in zip(shapes, dts))
     return tf.data.Dataset.from_tensors(tensors).repeat()
+
+
+def _as_tf_dtype(d: Any) -> Any:
+    return d if isinstance(d, tf.dtypes.DType) else tf.as_dtype(np.dtype(d))
 
 
 def stage_to_device(dataset: Any, device: str = "/gpu:0", buffer_size: int = 1) -> Any:

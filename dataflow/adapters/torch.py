@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import seeding
 from ..base import DataFlow
 from ._require import require
 
@@ -31,9 +32,12 @@ def to_tensors(obj: Any) -> Any:
     """Numpy arrays (and numpy scalars) in ``obj`` as tensors, recursively through lists,
     tuples and dicts; arrays share memory with their tensors. Other values are unchanged."""
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind in "iufcb":
-            return torch.from_numpy(obj if obj.flags.writeable else obj.copy())
-        return obj
+        if obj.dtype.kind not in "iufcb":
+            return obj
+        if not obj.flags.writeable or obj.dtype.byteorder == ">" or any(st < 0 for st in obj.strides):
+            # torch refuses read-only, byte-swapped and negatively strided arrays: copy them
+            obj = np.array(obj, dtype=obj.dtype.newbyteorder("="), order="C", copy=True)
+        return torch.from_numpy(obj)
     if isinstance(obj, np.generic) and obj.dtype.kind in "iufcb":
         return torch.as_tensor(obj)
     if isinstance(obj, list):
@@ -66,15 +70,21 @@ class DataFlowDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         self.convert = convert
         self.shard = shard
         self._reset_pid: int | None = None
+        self._shard_seed = int(np.random.SeedSequence().generate_state(1)[0])  # drawn once, here
 
     def __len__(self) -> int:
         return len(self.df)
 
     def __iter__(self) -> Iterator[Any]:
+        info = torch.utils.data.get_worker_info()
         if self._reset_pid != os.getpid():
+            if info is not None and self.shard:
+                # sharding by position needs every worker to see the same order: seed alike
+                seeding.set_seed(self._shard_seed if seeding.get_seed() is None else seeding.get_seed())
+            elif info is not None:
+                seeding.enter_worker((info.id,))  # independent streams: seed workers apart
             self.df.reset_state()
             self._reset_pid = os.getpid()
-        info = torch.utils.data.get_worker_info()
         it: Iterable[Any] = self.df
         if self.shard and info is not None and info.num_workers > 1:
             it = (dp for i, dp in enumerate(self.df) if i % info.num_workers == info.id)
