@@ -3,6 +3,9 @@
 - Every test starts and ends with fresh-entropy seeding: ``dataflow.seeding.set_seed(None)``
   is called after each test, so a test that calls ``set_seed`` cannot leak into the next.
 - Tests marked ``gpu`` are skipped when the machine has no GPU (CI has none).
+- The framework adapter tests (tests/adapters, and tests marked ``framework``) run last: importing JAX or TensorFlow starts
+  their thread pools, and every test that forks worker processes after that would fork a
+  multithreaded process (JAX then warns on each fork, and such forks can deadlock).
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ def _gpu_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    framework_tests = [item for item in items if item.get_closest_marker("framework") is not None
+                       or "tests/adapters/" in item.nodeid.replace("\\", "/")]
+    if framework_tests:
+        others = [item for item in items if item not in framework_tests]
+        items[:] = others + framework_tests
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if gpu_items and not _gpu_available():
         skip = pytest.mark.skip(reason="needs a GPU (marked 'gpu'); none found by nvidia-smi")

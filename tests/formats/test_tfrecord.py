@@ -195,6 +195,7 @@ def test_bad_arguments(tmp_path: Path) -> None:
     importlib.util.find_spec("tensorflow") is None,
     reason="TensorFlow is not installed; CI installs it for the adapters and runs this test there",
 )
+@pytest.mark.framework
 def test_tensorflow_reads_our_file(tmp_path: Path) -> None:
     import tensorflow as tf
 
