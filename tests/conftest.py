@@ -3,7 +3,8 @@
 - Every test starts and ends with fresh-entropy seeding: ``dataflow.seeding.set_seed(None)``
   is called after each test, so a test that calls ``set_seed`` cannot leak into the next.
 - Tests marked ``gpu`` are skipped when the machine has no GPU (CI has none).
-- The framework adapter tests (tests/adapters, and tests marked ``framework``) run last: importing JAX or TensorFlow starts
+- The framework adapter tests (tests/adapters, and tests marked ``framework``) run last:
+  importing JAX or TensorFlow starts
   their thread pools, and every test that forks worker processes after that would fork a
   multithreaded process (JAX then warns on each fork, and such forks can deadlock).
 """
