@@ -28,8 +28,11 @@ of tf.data, and the copy of ``tf.convert_to_tensor``). With a CUDA GPU, a last t
 ``DevicePrefetcher(cuda)`` with a naive ``.to("cuda")`` loop, both with a simulated training
 step (copy/compute overlap).
 
-Timing: rounds interleave the contenders; a run during which other processes used more than
-0.2 cores is done again (``run_timed_rounds``), as the machines are shared.
+Timing: each framework is measured in its own process (a program uses one; measured together,
+their thread pools disturb each other), after one warm-up run of every contender. Rounds
+interleave the contenders, each run after a 0.5 s pause (TensorFlow's threads keep spinning for
+a while after work), and a run during which other processes used more than 0.2 cores is done
+again (``run_timed_rounds``), as the machines are shared.
 
     pip install torch tensorflow jax      # whichever you want measured
     python benchmarks/adapters.py [--batches 1500] [--rounds 5] [--diagnostics]
@@ -115,6 +118,7 @@ def timed(name: str, run: Callable[[], int], by_hand: str | None = None) -> Time
     """A contender timed whole (nothing to start or stop), remembering its by-hand baseline."""
 
     def timed_run() -> tuple[int, float]:
+        time.sleep(IDLE_BEFORE_RUN)
         t0 = time.perf_counter()
         n = run()
         return n, time.perf_counter() - t0
@@ -125,6 +129,9 @@ def timed(name: str, run: Callable[[], int], by_hand: str | None = None) -> Time
 
 
 BY_HAND: dict[str, str | None] = {}
+# Frameworks' thread pools spin for a while after work (TensorFlow's do): without a pause, they
+# take a core from the next contender, "direct" included (measured: 2x slower on 2 cores).
+IDLE_BEFORE_RUN = 0.5
 TORCH_HAND = "by hand: torch.from_numpy loop"
 TF_HAND = "by hand: tf.data.Dataset.from_generator"
 JAX_HAND = "by hand: jax.device_put loop"

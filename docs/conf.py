@@ -102,3 +102,6 @@ def setup(app):  # type: ignore[no-untyped-def]
     app.connect("source-read", _insert_performance_table)
     app.connect("missing-reference", _resolve_public_alias)
     return {"parallel_read_safe": True}
+
+# the adapters import their framework at import time; the docs build needs none of them
+autodoc_mock_imports = ["tensorflow", "torch", "jax"]

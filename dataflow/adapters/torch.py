@@ -78,11 +78,15 @@ class DataFlowDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         if self._reset_pid != os.getpid():
-            if info is not None and self.shard:
-                # sharding by position needs every worker to see the same order: seed alike
-                seeding.set_seed(self._shard_seed if seeding.get_seed() is None else seeding.get_seed())
-            elif info is not None:
-                seeding.enter_worker((info.id,))  # independent streams: seed workers apart
+            if info is not None:
+                # DataLoader's base seed: shared by this iteration's workers, new each iteration
+                # (workers are recreated per epoch unless persistent), so epochs reshuffle.
+                epoch = (info.seed - info.id) % 2**32
+                base = seeding.get_seed()
+                if self.shard:  # sharding by position needs every worker to see the same order
+                    seeding.enter_worker((epoch,), seed=self._shard_seed if base is None else base)
+                else:  # independent streams: seed workers apart
+                    seeding.enter_worker((epoch, info.id), seed=base)
             self.df.reset_state()
             self._reset_pid = os.getpid()
         it: Iterable[Any] = self.df

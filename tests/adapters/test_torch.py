@@ -193,6 +193,23 @@ def test_dataloader_without_shard_workers_of_a_seeded_random_flow_differ() -> No
     assert worker0 != worker1
 
 
+def _two_epochs(df: DataFlow, shard: bool, persistent: bool) -> tuple[list[int], list[int]]:
+    loader = DataLoader(to_torch(df, shard=shard), batch_size=None, num_workers=2,
+                        multiprocessing_context=MP_CONTEXT, persistent_workers=persistent)
+    return [int(x) for x in loader], [int(x) for x in loader]
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "fresh-workers"])
+def test_dataloader_workers_shuffle_anew_each_epoch(seed: int | None, persistent: bool) -> None:
+    """A shuffled flow gives a new order every epoch, as without workers. The DataLoader starts
+    new workers each epoch unless persistent_workers=True: they must not replay the first
+    epoch's order."""
+    first, second = _two_epochs(DataFromList(list(range(40)), shuffle=True, seed=seed), True, persistent)
+    assert sorted(first) == sorted(second) == list(range(40))
+    assert first != second
+
+
 def test_dataloader_collates_batches_from_workers() -> None:
     ds = to_torch(ListFlow(_items(8)))
     loader = DataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context=MP_CONTEXT)
