@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dataflow.base import DataFlow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,3 +115,21 @@ def doc_examples(page: str) -> list[str]:
     blocks = re.findall(r"^\.\. code-block:: python\n\n((?:(?:[ ]{3,}.*)?\n)+)", text, re.MULTILINE)
     return [textwrap.dedent(b) for b in blocks]
 
+
+def documented_example_tests(page: str) -> tuple[Callable[[int], None], Callable[[], None]]:
+    """The two tests every framework page gets: each ``.. code-block:: python`` block of
+    ``docs/<page>`` runs as a complete program, and the page has at least one."""
+    examples = doc_examples(page)
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(180)
+    @pytest.mark.parametrize("index", range(len(examples)))
+    def test_documented_example_runs(index: int) -> None:
+        code = examples[index]
+        proc = run_python(["-c", code])
+        assert proc.returncode == 0, f"example {index} of docs/{page} failed:\n{code}\n{proc.stderr}"
+
+    def test_the_page_has_runnable_examples() -> None:
+        assert examples, f"docs/{page} has no runnable example"
+
+    return test_documented_example_runs, test_the_page_has_runnable_examples

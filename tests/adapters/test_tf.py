@@ -32,9 +32,8 @@ from ._util import (  # noqa: E402
     CountingIterable,
     EndlessFlow,
     FailingFlow,
-    doc_examples,
+    documented_example_tests,
     final_losses,
-    run_python,
     wait_until,
 )
 
@@ -368,18 +367,6 @@ def test_train_tf_example_reduces_the_loss() -> None:
     assert final < initial
 
 
-_DOC_EXAMPLES = doc_examples("adapters_tf.rst")
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("index", range(len(_DOC_EXAMPLES)))
-def test_documented_example_runs(index: int) -> None:
-    """The ``.. code-block:: python`` blocks of docs/adapters_tf.rst are complete programs."""
-    code = _DOC_EXAMPLES[index]
-    proc = run_python(["-c", code])
-    assert proc.returncode == 0, f"example {index} of docs/adapters_tf.rst failed:\n{code}\n{proc.stderr}"
-
-
-def test_the_page_has_runnable_examples() -> None:
-    assert _DOC_EXAMPLES
+test_documented_example_runs, test_the_page_has_runnable_examples = documented_example_tests(
+    "adapters_tf.rst"
+)

@@ -20,7 +20,7 @@ from dataflow.errors import LengthUnknownError  # noqa: E402
 from dataflow.sources import DataFromList  # noqa: E402
 from tests.helpers import ListFlow  # noqa: E402
 
-from ._util import CountingIterable, FailingFlow, doc_examples, final_losses, run_python  # noqa: E402
+from ._util import CountingIterable, FailingFlow, documented_example_tests, final_losses  # noqa: E402
 
 
 def _items(n: int) -> list[list[Any]]:
@@ -327,18 +327,6 @@ def test_train_torch_example_reduces_the_loss() -> None:
     assert final < initial
 
 
-_DOC_EXAMPLES = doc_examples("adapters_torch.rst")
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("index", range(len(_DOC_EXAMPLES)))
-def test_documented_example_runs(index: int) -> None:
-    """The ``.. code-block:: python`` blocks of docs/adapters_torch.rst are complete programs."""
-    code = _DOC_EXAMPLES[index]
-    proc = run_python(["-c", code])
-    assert proc.returncode == 0, f"example {index} of docs/adapters_torch.rst failed:\n{code}\n{proc.stderr}"
-
-
-def test_the_page_has_runnable_examples() -> None:
-    assert _DOC_EXAMPLES
+test_documented_example_runs, test_the_page_has_runnable_examples = documented_example_tests(
+    "adapters_torch.rst"
+)
