@@ -3,6 +3,8 @@ gets a distinct stream, reproducible with ``seed=`` or ``dataflow.set_seed``."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from dataflow import seeding
@@ -29,11 +31,15 @@ def _runner_streams(
         df.reset_state()
         pids = set(df.worker_pids)
         it = iter(df)
-        for _ in range(20000):
-            rows.append(next(it))
-            counts = {x: sum(1 for r in rows if r[0] == x) for x in pids} if len(rows) % 50 == 0 else {}
-            if counts and min(counts.values()) >= K:
-                break
+        # until each worker gave K rows: a spawned worker can start seconds after the other,
+        # so wait on a deadline, keeping only the first K rows of each worker
+        counts = dict.fromkeys(pids, 0)
+        deadline = time.monotonic() + 30
+        while min(counts.values()) < K and time.monotonic() < deadline:
+            row = next(it)
+            if counts.get(row[0], K) < K:
+                counts[row[0]] += 1
+                rows.append(row)
         it.close()
     streams = p.per_worker(rows, 0, 1, K)
     assert len(streams) == 2, "both workers must have produced"
