@@ -142,6 +142,18 @@ def _claim(path: str) -> bool:
     return True
 
 
+def leaves(obj: Any) -> Iterator[np.ndarray]:
+    """The arrays of a nested structure, in a fixed order."""
+    if isinstance(obj, np.ndarray):
+        yield obj
+    elif isinstance(obj, dict):
+        for k in sorted(obj):
+            yield from leaves(obj[k])
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from leaves(v)
+
+
 # --- flows ---------------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ import zmq
 from dataflow.parallel import _shm
 from dataflow.parallel import _transport as tr
 from dataflow.parallel._shm import RingReader, RingWriter
+from tests.parallel._util import leaves
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,18 +43,6 @@ def our_shm() -> set[str]:
 def digest(arr: np.ndarray) -> tuple[str, tuple[int, ...], str]:
     """What identifies an array's logical content: dtype, shape, bytes in C order."""
     return arr.dtype.str, arr.shape, hashlib.sha1(arr.tobytes()).hexdigest()
-
-
-def leaves(obj: Any) -> Iterator[np.ndarray]:
-    """The arrays of a nested structure, in a fixed order."""
-    if isinstance(obj, np.ndarray):
-        yield obj
-    elif isinstance(obj, dict):
-        for k in sorted(obj):
-            yield from leaves(obj[k])
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from leaves(v)
 
 
 def root(arr: np.ndarray) -> np.ndarray:
@@ -233,7 +222,7 @@ def test_1000_messages_arrive_intact_while_held_arrays_survive_ring_cycling(chan
         lambda: np.arange(40_000, dtype=np.int16).reshape(200, 200).T,  # transpose
         lambda: np.asfortranarray(np.arange(60_000, dtype=np.float32).reshape(300, 200)),
         lambda: np.arange(30_000, dtype=np.complex64)[::-1],
-        lambda: (np.arange(100_000) % 3 == 0),  # bool
+        lambda: np.arange(100_000) % 3 == 0,  # bool
         lambda: np.zeros((0, 100_000), np.uint8),  # zero-size
         lambda: np.array(3.5),  # 0-d
         lambda: np.zeros((100_000, 0), np.float64),

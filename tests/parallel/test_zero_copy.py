@@ -30,6 +30,7 @@ from dataflow.errors import WorkerDied
 from dataflow.parallel import _pool, _shm
 from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
 from dataflow.parallel.runners import MultiProcessRunnerZMQ
+from tests.parallel._util import Range, leaves
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -92,17 +93,6 @@ def make_datapoint(i: int, salt: int = 0) -> list[Any]:
     return [i, payload, [digest(a) for a in leaves(payload)]]
 
 
-def leaves(obj: Any) -> Iterator[np.ndarray]:
-    if isinstance(obj, np.ndarray):
-        yield obj
-    elif isinstance(obj, dict):
-        for k in sorted(obj):
-            yield from leaves(obj[k])
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from leaves(v)
-
-
 class BigFlow(DataFlow):
     """``make_datapoint(i)`` for ``i`` in ``range(n)``, each worker with its own salt (its
     pid); ``n=None``: forever, without a length."""
@@ -120,18 +110,6 @@ class BigFlow(DataFlow):
         while self.n is None or i < self.n:
             yield make_datapoint(i, os.getpid())
             i += 1
-
-
-class Indices(DataFlow):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for i in range(self.n):
-            yield [i]
 
 
 def map_big(dp: list[int]) -> list[Any]:
@@ -269,7 +247,7 @@ def test_map_delivers_intact_writable_arrays_in_order(kw: dict[str, Any]) -> Non
     holder = Holder(2)
     big: list[bool] = []  # each large array: did it arrive as a view of shared memory?
     indices = []
-    with MultiProcessMapDataZMQ(Indices(150), 2, map_big, strict=True, ordered=True, **kw) as df:
+    with MultiProcessMapDataZMQ(Range(150), 2, map_big, strict=True, ordered=True, **kw) as df:
         df.reset_state()
         for _ in range(2):  # two strict passes
             for dp in df:
@@ -299,7 +277,7 @@ def test_map_and_batch_delivers_intact_batches(kw: dict[str, Any]) -> None:
     big: list[bool] = []  # each large array: did it arrive as a view of shared memory?
     starts = []
     with MultiProcessMapAndBatchDataZMQ(
-        Indices(160), 2, map_for_batch, BATCH, strict=True, ordered=True, **kw
+        Range(160), 2, map_for_batch, BATCH, strict=True, ordered=True, **kw
     ) as df:
         df.reset_state()
         assert len(df) == 40
@@ -350,7 +328,7 @@ def test_no_leaks_over_1000_messages(which: str) -> None:
     if which == "runner":
         df: DataFlow = MultiProcessRunnerZMQ(BigFlow(), num_proc=2, shm_bytes=16 * MiB)
     else:
-        df = MultiProcessMapDataZMQ(Indices(1000), 2, map_big, shm_bytes=16 * MiB)
+        df = MultiProcessMapDataZMQ(Range(1000), 2, map_big, shm_bytes=16 * MiB)
     df.reset_state()
     stream = endless(df)
     for n in range(1000):
@@ -399,8 +377,8 @@ def _make_fast(which: str) -> DataFlow:
     if which == "runner":
         return MultiProcessRunnerZMQ(FastFlow(), num_proc=2, shm_bytes=16 * MiB)
     if which == "map":
-        return MultiProcessMapDataZMQ(Indices(100), 2, fast_map, shm_bytes=16 * MiB)
-    return MultiProcessMapAndBatchDataZMQ(Indices(100), 2, fast_map, BATCH, shm_bytes=16 * MiB)
+        return MultiProcessMapDataZMQ(Range(100), 2, fast_map, shm_bytes=16 * MiB)
+    return MultiProcessMapAndBatchDataZMQ(Range(100), 2, fast_map, BATCH, shm_bytes=16 * MiB)
 
 
 @pytest.mark.parametrize("which", ["runner", "map", "map_and_batch"])
@@ -510,9 +488,9 @@ def test_shm_too_big_for_dev_shm_warns_once_and_falls_back_to_zmq(
         if which == "runner":
             df: DataFlow = MultiProcessRunnerZMQ(BigFlow(), num_proc=2, shm_bytes=2**50)
         elif which == "map":
-            df = MultiProcessMapDataZMQ(Indices(100), 2, map_big, shm_bytes=2**50)
+            df = MultiProcessMapDataZMQ(Range(100), 2, map_big, shm_bytes=2**50)
         else:
-            df = MultiProcessMapAndBatchDataZMQ(Indices(100), 2, map_for_batch, BATCH, shm_bytes=2**50)
+            df = MultiProcessMapAndBatchDataZMQ(Range(100), 2, map_for_batch, BATCH, shm_bytes=2**50)
         with df:
             for _ in range(2):  # a restart does not warn again
                 df.reset_state()
