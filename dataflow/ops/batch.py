@@ -64,18 +64,22 @@ class BatchData(ProxyDataFlow):
             return -(-size // self.batch_size)
         return size // self.batch_size
 
+    def _batch(self, holder: list[Any]) -> Any:
+        """One batch from a list of datapoints (subclasses change how components combine)."""
+        return collate(type(self).__name__, holder, self.use_list)
+
     def __iter__(self) -> Iterator[Any]:
-        bs, use_list, stage = self.batch_size, self.use_list, type(self).__name__
+        bs, batch = self.batch_size, self._batch
         holder: list[Any] = []
         append = holder.append
         for dp in self.ds:
             append(dp)
             if len(holder) == bs:
-                yield collate(stage, holder, use_list)
+                yield batch(holder)
                 holder = []
                 append = holder.append
         if holder and self.remainder:
-            yield collate(stage, holder, use_list)
+            yield batch(holder)
 
     @staticmethod
     def aggregate_batch(data_holder: list[Any], use_list: bool = False) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,16 +73,6 @@ class PaddedBatchData(BatchData):
             row[tuple(slice(0, n) for n in a.shape)] = a
         return out
 
-    def __iter__(self) -> Iterator[Any]:
-        bs = self.batch_size
-        holder: list[Any] = []
-        for dp in self.ds:
-            holder.append(dp)
-            if len(holder) == bs:
-                yield self._batch(holder)
-                holder = []
-        if holder and self.remainder:
-            yield self._batch(holder)
 
 
 def _dtype_holding(dtype: np.dtype, pad: Any) -> np.dtype:
