@@ -9,6 +9,11 @@ A DataFlow is a re-iterable of *datapoints* (a list/tuple or dict of components)
 - ``__len__()`` is optional; when defined it is exact unless documented as an upper bound.
   Flows that cannot know it raise :class:`~dataflow.errors.LengthUnknownError`.
 - ``close()`` releases what the flow owns; every flow is a context manager that closes.
+- ``state_dict()`` / ``load_state_dict(state)`` save and restore the position after the last
+  datapoint the consumer received (see :meth:`DataFlow.state_dict` and
+  :mod:`dataflow._state`). A stage takes part through three hooks: ``_get_state(live)``,
+  ``_set_state(state, live)`` and ``_state_upstreams()``; a stage that keeps nothing between
+  datapoints says ``stateless = True`` instead.
 
 Fluent methods (``df.map(f).batch(64)``) come from :class:`~dataflow._fluent.FluentMixin`.
 """
@@ -16,14 +21,16 @@ Fluent methods (``df.map(f).batch(64)``) come from :class:`~dataflow._fluent.Flu
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from types import TracebackType
-from typing import Any
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from types import GeneratorType, TracebackType
+from typing import Any, ClassVar
 
 import numpy as np
 
 from . import seeding
 from ._fluent import FluentMixin
+from ._state_fields import load_rng, save_rng
 from .errors import DataFlowNotReset, DataFlowReentrantError, LengthUnknownError
 
 __all__ = ["DataFlow", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
@@ -40,6 +47,10 @@ class DataFlow(FluentMixin):
     thread) that iterates it.
     """
 
+    #: A stage whose ``__iter__`` keeps nothing between datapoints (its position is its
+    #: upstream's) sets this to ``True`` to take part in ``state_dict()`` without hooks.
+    stateless: ClassVar[bool] = False
+
     def __iter__(self) -> Iterator[Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
@@ -54,6 +65,68 @@ class DataFlow(FluentMixin):
 
     def __enter__(self) -> DataFlow:
         return self
+
+    # -- checkpointing ----------------------------------------------------------------------
+    def state_dict(self, *, allow_fast_forward: bool = False) -> dict[str, Any]:
+        """The pipeline's position after the last datapoint the consumer received, with every
+        RNG state and buffered datapoint needed to go on, as plain data.
+
+        Loading it with :meth:`load_state_dict` into a freshly built pipeline of the same shape
+        continues bit-identically: the rest of the interrupted epoch (empty if it was taken
+        after the epoch's last datapoint but before the loop ended), then the later epochs.
+        A state taken between two epochs resumes at the next epoch. Nothing consumed is read
+        again, except by flows that cannot seek: generators are re-run and fast-forwarded
+        by count only with ``allow_fast_forward=True`` (they raise
+        :class:`~dataflow.errors.StateUnsupportedError` otherwise, naming the stage).
+        Call it between two datapoints, from the thread that iterates.
+        """
+        from ._state import SaveOptions, save_pipeline
+
+        return save_pipeline(self, SaveOptions(allow_fast_forward=allow_fast_forward))
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` into this pipeline, before or after ``reset_state()``
+        but before iterating. The next ``__iter__`` goes on with the saved epoch.
+
+        Raises :class:`~dataflow.errors.StateError` naming the first stage that differs if the
+        state was saved from another pipeline shape, and for corrupted or newer states; the
+        pipeline is checked whole before anything is changed."""
+        from ._state import load_pipeline
+
+        load_pipeline(self, state)
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        """This stage's own part of the state (not its upstreams'); ``live``: an epoch of this
+        stage is in progress and will be continued."""
+        raise NotImplementedError
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        """Restore :meth:`_get_state`'s output; with ``live`` the next ``__iter__`` continues."""
+        raise NotImplementedError
+
+    def _state_upstreams(self) -> Sequence[DataFlow]:
+        """The flows whose states nest under this stage's (those it iterates in this process)."""
+        return ()
+
+    def _upstreams_live(self, live: bool) -> list[bool]:
+        """For each of :meth:`_state_upstreams`, whether this stage goes on with an iterator over
+        it (True) or will start a fresh one (False). Default: as this stage."""
+        return [live] * len(self._state_upstreams())
+
+    def _iter_live(self) -> bool:
+        """Whether this flow's latest epoch is still in progress (asked of a pipeline's root)."""
+        ref = self.__dict__.get("_epoch_ref")
+        if ref is not None:
+            gen = ref()
+            return gen is not None and gen.gi_frame is not None
+        ups = self._state_upstreams()
+        return len(ups) == 1 and ups[0]._iter_live()
+
+    def _track(self, gen: Iterator[Any]) -> Iterator[Any]:
+        """Remember ``gen`` (this epoch's generator) weakly, for :meth:`_iter_live`."""
+        if isinstance(gen, GeneratorType):
+            self._epoch_ref = weakref.ref(gen)
+        return gen
 
     def __exit__(
         self,
@@ -116,8 +189,10 @@ def _check_upstream(stage: str, ds: object) -> None:
 
 
 class ProxyDataFlow(DataFlow):
-    """A flow that wraps one upstream flow ``ds`` and forwards ``reset_state``, ``close``
-    and ``len`` to it; subclasses override what they change."""
+    """A flow that wraps one upstream flow ``ds`` and forwards ``reset_state``, ``close``,
+    ``len`` and the state protocol to it; subclasses override what they change."""
+
+    stateless = True  # __iter__ below is the upstream's
 
     def __init__(self, ds: DataFlow) -> None:
         _check_upstream(type(self).__name__, ds)
@@ -134,6 +209,9 @@ class ProxyDataFlow(DataFlow):
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.ds)
+
+    def _state_upstreams(self) -> Sequence[DataFlow]:
+        return (self.ds,)
 
 
 class RNGDataFlow(DataFlow):
@@ -170,3 +248,19 @@ class RNGDataFlow(DataFlow):
 
     def reset_state(self) -> None:
         self._rng = np.random.default_rng(seeding.seed_sequence(self._seed))
+        pending = self.__dict__.pop("_pending_rng", None)
+        if pending is not None:  # load_state_dict came before reset_state
+            load_rng(type(self).__name__, self._rng, pending)
+
+    def _save_rng(self) -> dict[str, Any] | None:
+        """``self.rng``'s state as plain data (``None`` before ``reset_state()``)."""
+        return None if self._rng is None else save_rng(self._rng)
+
+    def _load_rng(self, state: Any) -> None:
+        """Restore :meth:`_save_rng`'s output now, or at ``reset_state()`` if not reset yet."""
+        if state is None:
+            return
+        if self._rng is None:
+            self._pending_rng = state
+        else:
+            load_rng(type(self).__name__, self._rng, state)

@@ -10,6 +10,10 @@
         ├── LengthUnknownError (TypeError, NotImplementedError)
         │                                   ``len()`` of a flow whose size is unknown
         ├── ComponentError (ValueError)     a datapoint has the wrong structure for a stage
+        ├── StateError (ValueError)         a saved state that does not fit this pipeline,
+        │                                   is corrupted, or was written by a newer version
+        ├── StateUnsupportedError (TypeError)
+        │                                   a flow that cannot save or restore its position
         └── WorkerError                     an exception raised inside a worker
             └── WorkerDied                  a worker vanished (signal, ``os._exit``, crash)
 
@@ -34,6 +38,8 @@ __all__ = [
     "DataFlowReentrantError",
     "DataFlowTerminated",
     "LengthUnknownError",
+    "StateError",
+    "StateUnsupportedError",
     "WorkerDied",
     "WorkerError",
 ]
@@ -57,6 +63,18 @@ class LengthUnknownError(DataFlowError, TypeError, NotImplementedError):
 
 class ComponentError(DataFlowError, ValueError):
     """A datapoint does not have the structure a stage needs (wrong type, missing index or key)."""
+
+
+class StateError(DataFlowError, ValueError):
+    """A state given to ``load_state_dict`` does not fit the pipeline (another shape, another
+    source length), is corrupted, or was written by a newer version of ``dataflow``. The
+    message names the first stage that differs and what it expected."""
+
+
+class StateUnsupportedError(DataFlowError, TypeError):
+    """A flow cannot save or restore its position: a generator or queue source (unless
+    fast-forward was asked for), a remote stream, or a user subclass that did not opt in.
+    The message names the stage and what to do."""
 
 
 class WorkerError(DataFlowError):
