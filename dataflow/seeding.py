@@ -20,7 +20,18 @@ import threading
 
 import numpy as np
 
-__all__ = ["check_seed", "enter_worker", "get_seed", "resolve_seed", "seed_sequence", "set_seed"]
+__all__ = [
+    "ItemSeed",
+    "check_seed",
+    "enter_worker",
+    "get_seed",
+    "item_rng",
+    "is_seeded",
+    "item_seed",
+    "resolve_seed",
+    "seed_sequence",
+    "set_seed",
+]
 
 _lock = threading.Lock()
 _global_root: np.random.SeedSequence | None = None
@@ -73,6 +84,12 @@ def enter_worker(worker_key: tuple[int, ...], seed: int | None = None) -> None:
     np.random.seed(int(state[1]))
 
 
+def is_seeded(seed: int | None) -> bool:
+    """Whether a flow built with ``seed`` draws a reproducible stream (its own seed, or one
+    from :func:`set_seed` or a parallel runner's seed in this process)."""
+    return seed is not None or _global_root is not None
+
+
 def resolve_seed(seed: int | None) -> int | None:
     """The seed a parallel runner hands its workers: its own ``seed=``, else :func:`set_seed`'s.
 
@@ -97,3 +114,24 @@ def check_seed(stage: str, seed: object) -> int | None:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"{stage}: seed must be a non-negative int or None, got {seed!r}")
     return int(seed)
+
+
+#: The base of per-item RNGs: ``(entropy, spawn_key)`` of a :class:`~numpy.random.SeedSequence`.
+ItemSeed = tuple[int, tuple[int, ...]]
+
+
+def item_seed(seed: int | None) -> ItemSeed:
+    """The base a stage with per-item RNGs uses (its ``seed=``, else :func:`set_seed`'s, else
+    fresh entropy; worker-aware like :func:`seed_sequence`). Plain ints, so it can be saved in
+    a state and sent to workers."""
+    ss = seed_sequence(seed)
+    return int(ss.entropy), tuple(int(k) for k in ss.spawn_key)  # type: ignore[arg-type]
+
+
+def item_rng(base: ItemSeed, epoch: int, index: int) -> np.random.Generator:
+    """The generator for item ``index`` of epoch ``epoch``: a function of these three only, so
+    a datapoint gets the same randomness in any worker, at any worker count, after a resume.
+    Costs a few microseconds: meant for augmentations, not for per-item work of a microsecond.
+    """
+    entropy, key = base
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=(*key, epoch, index))))

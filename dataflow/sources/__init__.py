@@ -5,10 +5,13 @@ draw one permutation per epoch from ``self.rng`` (so ``seed=`` or :func:`dataflo
 make the order reproducible). Fork safety: build a source anywhere, fork or pickle it
 before ``reset_state()`` (except flows over a live iterator or queue, which belong to the
 process that made them), then call ``reset_state()`` in the process that iterates.
+Random-access sources (:class:`~._indexed.IndexedSource`) checkpoint and shard by index.
 """
 
+from ._indexed import IndexedSource
 from .fake import FakeData
-from .memory import DataFromArrays, DataFromGenerator, DataFromIterable, DataFromList, DataFromQueue
+from .iterables import DataFromGenerator, DataFromIterable, DataFromQueue
+from .memory import DataFromArrays, DataFromList
 from .text import TextLineData
 
 __all__ = [
@@ -18,5 +21,6 @@ __all__ = [
     "DataFromList",
     "DataFromQueue",
     "FakeData",
+    "IndexedSource",
     "TextLineData",
 ]

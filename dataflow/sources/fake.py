@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from .._state_fields import decode_items, encode_items, field, int_field, position
 from ..base import RNGDataFlow
-from .memory import _is_int
+from ..errors import StateError
+from .memory import is_int as _is_int
 
 __all__ = ["FakeData"]
 
@@ -75,7 +77,8 @@ class FakeData(RNGDataFlow):
     ``random=True`` draws new arrays for every datapoint; ``random=False`` draws one
     datapoint in ``reset_state()`` and yields a new list of *the same arrays* every time
     (do not modify them in place). ``len`` is ``size``. ``reset_state()`` is required;
-    ``seed=`` makes the data reproducible. Reentrant.
+    ``seed=`` makes the data reproducible. Reentrant. Its state is the RNG's and the position
+    in the epoch (plus the fixed datapoint with ``random=False``).
     """
 
     def __init__(
@@ -116,13 +119,50 @@ class FakeData(RNGDataFlow):
         super().reset_state()
         if not self.random:
             self._fixed = [_sampler(self.rng, *c)() for c in self._components]
+        pending = self.__dict__.pop("_pending_fixed", None)
+        if pending is not None:
+            self._fixed = pending
 
     def __iter__(self) -> Iterator[list]:
         draws = [_sampler(self.rng, *c) for c in self._components]  # rng: raises before reset
+        counter = iter(range(self._size))
+        start = self.__dict__.pop("_resume", 0)
+        if start:
+            counter.__setstate__(start)  # type: ignore[attr-defined]
+        self._counter = counter
         if not self.random:
-            fixed = self._fixed
-            for _ in range(self._size):
-                yield list(fixed)
-            return
-        for _ in range(self._size):
+            return self._track(self._same(counter, self._fixed))
+        return self._track(self._drawn(counter, draws))
+
+    @staticmethod
+    def _same(counter: Iterator[int], fixed: list[np.ndarray]) -> Iterator[list]:
+        for _ in counter:
+            yield list(fixed)
+
+    @staticmethod
+    def _drawn(counter: Iterator[int], draws: list[Any]) -> Iterator[list]:
+        for _ in counter:
             yield [d() for d in draws]
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        counter = self.__dict__.get("_counter")
+        state: dict[str, Any] = {"rng": self._save_rng(), "size": self._size}
+        state["position"] = position(counter, self._size) if live and counter is not None else 0
+        state["fixed"] = None if self.random else encode_items("FakeData", self._fixed, "fixed arrays")
+        return state
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        if int_field("FakeData", state, "size") != self._size:
+            raise StateError(f"FakeData: the state was saved for size={state['size']}, this one has size={self._size}")
+        rng = field("FakeData", state, "rng", (dict, type(None)))
+        position = int_field("FakeData", state, "position", 0, self._size)
+        fixed = None if self.random else decode_items("FakeData", state, "fixed")
+        self._load_rng(rng)
+        if fixed is not None:
+            if self._rng is None:
+                self._pending_fixed = fixed
+            else:
+                self._fixed = fixed
+        self.__dict__.pop("_resume", None)
+        if live and position:
+            self._resume = position

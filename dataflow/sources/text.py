@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import codecs
 import os
-from collections.abc import Iterator, Sequence
-from typing import Union
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Union
 
+from .._state_fields import field, int_field, plain_rng_state
 from ..base import RNGDataFlow
+from ..errors import StateError
 
 __all__ = ["TextLineData"]
 
@@ -22,6 +24,8 @@ class TextLineData(RNGDataFlow):
     ``strip_newline=False`` (then each is given as ``\\n``). ``reset_state()`` is required and
     raises :class:`FileNotFoundError` for missing files. Each epoch opens its own files and
     closes them when it ends or its iterator is closed. ``len`` is unknown. Reentrant.
+    Its state is the file order's RNG, the file in progress and the position in it (the text
+    file's ``tell()``): resuming seeks there, reading nothing again.
     """
 
     def __init__(
@@ -61,13 +65,53 @@ class TextLineData(RNGDataFlow):
             raise FileNotFoundError(f"TextLineData: no such file: {', '.join(map(repr, missing))}")
 
     def __iter__(self) -> Iterator[list[str]]:
-        perm = self.rng.permutation(len(self.paths)).tolist()  # rng: raises before reset
+        rng = self.rng  # raises before reset_state
+        resume = self.__dict__.pop("_resume", None)
+        if resume is None:
+            self._epoch_rng = rng.bit_generator.state
+            resume = (0, 0)
+        perm = rng.permutation(len(self.paths)).tolist()
         paths = [self.paths[i] for i in perm] if self._shuffle else self.paths
-        for path in paths:
-            with open(path, encoding=self.encoding) as f:
-                if self.strip_newline:
-                    for line in f:
-                        yield [line[:-1] if line[-1:] == "\n" else line]
-                else:
-                    for line in f:
-                        yield [line]
+        self._where: list[Any] = [resume[0], None]  # file index, open file
+        return self._track(self._lines(paths, *resume))
+
+    def _lines(self, paths: list[str], first: int, offset: int) -> Iterator[list[str]]:
+        where, strip = self._where, self.strip_newline
+        for k in range(first, len(paths)):
+            where[0] = k
+            with open(paths[k], encoding=self.encoding) as f:
+                where[1] = f
+                if k == first and offset:
+                    f.seek(offset)
+                readline = f.readline  # not ``for line in f``: that disables f.tell()
+                while True:
+                    line = readline()
+                    if not line:
+                        break
+                    yield [line[:-1] if strip and line[-1:] == "\n" else line]
+            where[1] = None
+        where[0] = len(paths)
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        state: dict[str, Any] = {"files": len(self.paths), "rng": self._save_rng()}
+        where = self.__dict__.get("_where")
+        if live and where is not None:
+            f = where[1]
+            state["file"] = where[0]
+            state["offset"] = str(f.tell()) if f is not None and not f.closed else "0"
+            state["epoch_rng"] = plain_rng_state(self._epoch_rng)
+        return state
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        if int_field(stage, state, "files") != len(self.paths):
+            raise StateError(f"{stage}: the state was saved for {state['files']} files, this flow reads {len(self.paths)}")
+        self.__dict__.pop("_resume", None)
+        if not live or "file" not in state:
+            self._load_rng(field(stage, state, "rng", (dict, type(None))))
+            return
+        offset = field(stage, state, "offset", str)
+        if not offset.isdigit():
+            raise StateError(f"{stage}: state field 'offset' must be a non-negative int as str, got {offset!r:.40}")
+        self._resume = (int_field(stage, state, "file", 0, len(self.paths)), int(offset))
+        self._load_rng(field(stage, state, "epoch_rng", dict))

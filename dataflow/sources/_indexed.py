@@ -1,0 +1,157 @@
+"""The base of random-access sources: :class:`IndexedSource`.
+
+A random-access source has ``n`` items read by index. Each epoch visits an order of indices
+(in order, or a permutation drawn from ``self.rng`` at the epoch's start), restricted to one
+shard when :class:`~dataflow.ShardData` sits right above it (see :mod:`._order`).
+
+Checkpointing costs nothing per datapoint: the epoch is iterated through a ``list``/``range``
+iterator whose position CPython can report, so the state is ``(epoch, position)`` plus the RNG
+state at the epoch's start (to draw the same permutation again). Resuming at position 10
+million sets that iterator's index: no datapoint is read again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import chain
+from typing import Any
+
+from .._state_fields import exhausted, field, int_field, plain_rng_state, position
+from ..base import RNGDataFlow
+from ..errors import StateError
+from ._order import Level, ShardSpec, epoch_order, shard_length
+
+__all__ = ["IndexedSource", "cursor"]
+
+
+class IndexedSource(RNGDataFlow):
+    """A source of ``_num_items()`` items read by index, optionally shuffled every epoch.
+
+    Subclasses implement :meth:`_num_items` and :meth:`_getter` (or :meth:`_open` for a faster
+    iterator) and set ``self._shuffle``. ``reset_state()`` is required when shuffling.
+    """
+
+    _shuffle: bool = False
+    _shard: ShardSpec | None = None
+    _epochs: int = 0  # epochs started, the interrupted one included
+    _cursor: Iterator[int] | None = None
+    _order_len: int = 0
+    _chain: tuple[Level, ...] = ()
+
+    def _num_items(self) -> int:
+        raise NotImplementedError
+
+    def _getter(self) -> Callable[[int], Any]:
+        """``index -> datapoint``."""
+        raise NotImplementedError
+
+    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+        """``(datapoints, cursor, probe)`` for ``order`` from position ``start``: ``cursor`` is
+        the ``list``/``range`` iterator over ``order`` the datapoints are drawn from, ``probe``
+        a list iterator that is exhausted exactly when the datapoints are (see :func:`cursor`)."""
+        cur, probe = cursor(order, start)
+        return map(self._getter(), probe if probe is cur else chain(cur, probe)), cur, probe
+
+    def __len__(self) -> int:
+        return shard_length(self._num_items(), self._shard)
+
+    def _set_shard(self, spec: ShardSpec) -> None:
+        """Visit only shard ``spec`` from now on (called by :class:`~dataflow.ShardData`)."""
+        if self._shard is not None and self._shard != spec:
+            raise ValueError(
+                f"{type(self).__name__} is already sharded as shard {self._shard.index} of "
+                f"{self._shard.num_shards}; build one source per .shard() call"
+            )
+        self._shard = spec
+
+    def __iter__(self) -> Iterator[Any]:
+        resume = self.__dict__.pop("_resume", None)
+        rng = self.rng if self._shuffle else None  # raises before reset_state when shuffling
+        if resume is None:
+            self._epochs += 1
+            self._chain = ()
+            self._epoch_rng = None if rng is None else rng.bit_generator.state
+            start = 0
+        else:
+            start = resume
+        total = self._num_items()
+        perm = None if rng is None else rng.permutation(total)
+        order = epoch_order(total, perm, self._shard, self._chain)
+        items, self._cursor, self._probe = self._open(order, min(start, len(order)))
+        self._order_len = len(order)
+        return items
+
+    def _position(self) -> int:
+        if self._cursor is None:
+            return 0
+        if exhausted(self._probe):
+            return self._order_len
+        return position(self._cursor, self._order_len)
+
+    def _iter_live(self) -> bool:
+        return self._cursor is not None and not exhausted(self._probe)
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "items": self._num_items(),
+            "shuffle": bool(self._shuffle),
+            "shard": None if self._shard is None else self._shard.as_list(),
+            "epochs": self._epochs,
+            "rng": self._save_rng() if self._shuffle else None,
+        }
+        if live:
+            state["position"] = self._position()
+            epoch_rng = self.__dict__.get("_epoch_rng")
+            state["epoch_rng"] = None if epoch_rng is None else plain_rng_state(epoch_rng)
+            state["reshard"] = [[spec.as_list(), list(k)] for spec, k in self._chain]
+        return state
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        items = int_field(stage, state, "items")
+        if items != self._num_items():
+            raise StateError(
+                f"{stage}: the state was saved for {items} datapoints but this source has "
+                f"{self._num_items()}; resume with the same data"
+            )
+        if bool(field(stage, state, "shuffle", bool)) != bool(self._shuffle):
+            raise StateError(f"{stage}: the state was saved with shuffle={not self._shuffle}; this source has shuffle={self._shuffle}")
+        chain = tuple(_level(stage, lv) for lv in field(stage, state, "reshard", list)) if live else ()
+        saved_shard = field(stage, state, "shard", (list, str, type(None)))
+        mine = None if self._shard is None else self._shard.as_list()
+        if saved_shard != mine and saved_shard != "any":
+            raise StateError(
+                f"{stage}: the state was saved by shard {saved_shard} ([num_shards, index, equal, pad]) "
+                f"but this pipeline is shard {mine}; each rank must load its own state, or convert "
+                f"all ranks' states with dataflow.checkpoint.reshard(states, num_shards)"
+            )
+        self._epochs = int_field(stage, state, "epochs")
+        if not live:
+            self.__dict__.pop("_resume", None)
+            if self._shuffle:
+                self._load_rng(field(stage, state, "rng", dict))
+            return
+        self._chain = chain
+        self._resume = int_field(stage, state, "position")
+        if self._shuffle:  # draw the interrupted epoch's permutation again
+            self._load_rng(field(stage, state, "epoch_rng", dict))
+
+
+def cursor(order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[Any]]:
+    """``(cursor, probe)`` over ``order`` from ``start``. A list iterator shows when it is
+    exhausted, so it is its own probe; a range iterator does not, so it gets an empty list
+    iterator to chain behind it, which is exhausted right after it."""
+    cur = iter(order)
+    if start:
+        cur.__setstate__(start)  # type: ignore[attr-defined]
+    return (cur, cur) if not isinstance(order, range) else (cur, iter([]))
+
+
+def _level(stage: str, level: Any) -> Level:
+    try:
+        (n, i, equal, pad), consumed = level
+        spec = ShardSpec(int(n), int(i), bool(equal), bool(pad))
+        return spec, tuple(int(k) for k in consumed)
+    except (TypeError, ValueError) as e:
+        raise StateError(f"{stage}: the state's reshard record {level!r:.80} is corrupted") from e
+

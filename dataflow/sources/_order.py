@@ -1,0 +1,96 @@
+"""Epoch orders of random-access sources: which indices an epoch visits, for one shard.
+
+An epoch visits a *base order* of the ``n`` items (``0..n-1``, or a permutation drawn for the
+epoch). Sharding gives rank ``index`` of ``num_shards`` the strided slice ``base[index::num_shards]``
+(so the first ``k`` datapoints of every rank are the first ``k * num_shards`` of the base order,
+which is what makes changing the number of shards mid-epoch possible). With ``equal`` every rank
+gets the same count: the tail that does not fill a row is dropped (``pad=False``) or the row is
+completed with the first items again (``pad=True``).
+
+A *reshard chain* records, for an epoch that was resharded while in progress, which positions
+of the base order the earlier ranks had consumed: each level is ``(spec, consumed per rank)``.
+The rest of the epoch is then the positions not consumed, sharded by the current spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ShardSpec", "epoch_order", "shard_length"]
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """Rank ``index`` of ``num_shards``; ``equal``: same count per rank (drop, or ``pad``)."""
+
+    num_shards: int
+    index: int
+    equal: bool = True
+    pad: bool = False
+
+    def as_list(self) -> list[int | bool]:
+        return [self.num_shards, self.index, self.equal, self.pad]
+
+
+def shard_length(total: int, spec: ShardSpec | None) -> int:
+    """How many of ``total`` items rank ``spec.index`` gets."""
+    if spec is None:
+        return total
+    n, i = spec.num_shards, spec.index
+    if spec.equal:
+        return -(-total // n) if spec.pad else total // n
+    return len(range(i, total, n))
+
+
+def _slice(total: int, spec: ShardSpec) -> range | np.ndarray:
+    """Positions ``0..total-1`` that rank ``spec.index`` visits, in order."""
+    n, i = spec.num_shards, spec.index
+    if not spec.equal:
+        return range(i, total, n)
+    if not spec.pad:
+        return range(i, total // n * n, n)
+    rows = -(-total // n) * n
+    if rows == total:
+        return range(i, total, n)
+    return np.arange(i, rows, n) % total
+
+
+Level = tuple[ShardSpec, Sequence[int]]
+
+
+def remaining_positions(total: int, chain: Sequence[Level]) -> np.ndarray:
+    """Positions of the base order not consumed by the ranks of each level of ``chain``."""
+    left = np.arange(total)
+    for spec, consumed in chain:
+        taken = np.zeros(len(left), dtype=bool)
+        for rank, k in enumerate(consumed):
+            rank_spec = ShardSpec(spec.num_shards, rank, spec.equal, spec.pad)
+            seen = np.asarray(_slice(len(left), rank_spec), dtype=np.int64)[:k]
+            taken[seen] = True
+        left = left[~taken]
+    return left
+
+
+def epoch_order(
+    total: int,
+    perm: np.ndarray | None,
+    spec: ShardSpec | None,
+    chain: Sequence[Level] = (),
+) -> Sequence[int]:
+    """The indices one epoch visits, as a ``range`` (cheap, no allocation) or a ``list``."""
+    if not chain:
+        if spec is None:
+            return range(total) if perm is None else perm.tolist()
+        positions = _slice(total, spec)
+        if perm is None:
+            return positions if isinstance(positions, range) else positions.tolist()
+        return perm[positions].tolist() if isinstance(positions, np.ndarray) else perm[
+            positions.start : positions.stop : positions.step
+        ].tolist()
+    left = remaining_positions(total, chain)
+    if spec is not None:
+        left = left[np.asarray(_slice(len(left), spec), dtype=np.int64)]
+    return (left if perm is None else perm[left]).tolist()
