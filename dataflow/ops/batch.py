@@ -2,16 +2,19 @@
 
 Both keep upstream order within a batch, start every epoch with an empty buffer (nothing is
 carried into the next epoch) and return list datapoints for list/tuple input and dict
-datapoints for dict input. See :func:`dataflow.ops._stack.stack_component` for how each
+datapoints for dict input. :class:`BatchData` holds nothing between the batches it yields, so
+its checkpoint state is its upstream's; :class:`BatchDataByShape` also saves its partly
+filled groups. See :func:`dataflow.ops._stack.stack_component` for how each
 component is batched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .._checks import check_int
+from .._state_fields import decode_items, encode_items, field
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import LengthUnknownError
 from ._components import get_component
@@ -68,11 +71,16 @@ class BatchData(ProxyDataFlow):
         """One batch from a list of datapoints (subclasses change how components combine)."""
         return collate(type(self).__name__, holder, self.use_list)
 
+    stateless = True  # between two yields the holder is empty: the position is the upstream's
+
     def __iter__(self) -> Iterator[Any]:
+        return self._track(self._batches(iter(self.ds)))
+
+    def _batches(self, itr: Iterator[Any]) -> Iterator[Any]:
         bs, batch = self.batch_size, self._batch
         holder: list[Any] = []
         append = holder.append
-        for dp in self.ds:
+        for dp in itr:
             append(dp)
             if len(holder) == bs:
                 yield batch(holder)
@@ -112,9 +120,13 @@ class BatchDataByShape(BatchData):
         return len(self.ds) // self.batch_size
 
     def __iter__(self) -> Iterator[Any]:
+        groups = self.__dict__.pop("_resume", None)
+        self._groups: dict[tuple[int, ...], list[Any]] = {} if groups is None else groups
+        return self._track(self._by_shape(iter(self.ds), self._groups))
+
+    def _by_shape(self, itr: Iterator[Any], groups: dict[tuple[int, ...], list[Any]]) -> Iterator[Any]:
         bs, idx, stage = self.batch_size, self.idx, type(self).__name__
-        groups: dict[tuple[int, ...], list[Any]] = {}
-        for dp in self.ds:
+        for dp in itr:
             comp = get_component(stage, dp, idx)
             try:
                 shape = comp.shape
@@ -126,9 +138,24 @@ class BatchDataByShape(BatchData):
             group = groups.setdefault(shape, [])
             group.append(dp)
             if len(group) == bs:
+                groups[shape] = []  # before the yield: the state then holds only what waits
                 yield collate(stage, group, self.use_list)
-                groups[shape] = []
         if self.remainder:
-            for group in groups.values():
+            for shape, group in list(groups.items()):
                 if group:
+                    groups[shape] = []
                     yield collate(stage, group, self.use_list)
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        groups = self.__dict__.get("_groups") if live else None
+        shapes = [list(s) for s in groups] if groups else []
+        waiting = [list(g) for g in groups.values()] if groups else []
+        return {"shapes": shapes, "groups": encode_items(type(self).__name__, waiting, "waiting datapoints")}
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        shapes = field(stage, state, "shapes", list)
+        waiting = decode_items(stage, state, "groups")
+        self.__dict__.pop("_resume", None)
+        if live:
+            self._resume = {tuple(s): list(g) for s, g in zip(shapes, waiting, strict=True)}

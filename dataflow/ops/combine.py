@@ -1,18 +1,20 @@
 """Combining several flows: :class:`ConcatData`, :class:`JoinData`, :class:`RandomChooseData`,
 :class:`RandomMixData`.
 
-Each takes a list of upstream flows and forwards ``reset_state`` and ``close`` to all of them.
+Each takes a list of upstream flows and forwards ``reset_state``, ``close`` and the state
+protocol to all of them. Each creates its upstream iterators when its own epoch begins.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from .._state_fields import field, int_field, position, plain_rng_state
 from ..base import DataFlow, RNGDataFlow, _check_upstream
-from ..errors import ComponentError
+from ..errors import ComponentError, StateError
 
 __all__ = ["ConcatData", "JoinData", "RandomChooseData", "RandomMixData"]
 
@@ -36,19 +38,45 @@ class _MultiUpstream(DataFlow):
         for df in self.df_lists:
             df.close()
 
+    def _state_upstreams(self) -> Sequence[DataFlow]:
+        return self.df_lists
+
 
 class ConcatData(_MultiUpstream):
-    """One epoch of each flow, one after the other. ``len`` is the sum of their lengths."""
+    """One epoch of each flow, one after the other. ``len`` is the sum of their lengths.
+    State: which flow is being read."""
 
     def __init__(self, df_lists: Sequence[DataFlow]) -> None:
         self.df_lists = _check_flows(type(self).__name__, df_lists)
+        self._k = 0
 
     def __len__(self) -> int:
         return sum(len(df) for df in self.df_lists)
 
     def __iter__(self) -> Iterator[Any]:
-        for df in self.df_lists:
-            yield from df
+        self._k = self.__dict__.pop("_resume", 0)
+        return self._track(self._concat(self._k, iter(self.df_lists[self._k])))
+
+    def _concat(self, k: int, itr: Iterator[Any]) -> Iterator[Any]:
+        while True:
+            yield from itr
+            k += 1
+            if k == len(self.df_lists):
+                return
+            self._k = k
+            itr = iter(self.df_lists[k])
+
+    def _upstreams_live(self, live: bool) -> list[bool]:
+        return [live and j == self._k for j in range(len(self.df_lists))]
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        return {"flow": self._k if live else 0}
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        k = int_field(type(self).__name__, state, "flow", 0, len(self.df_lists) - 1)
+        self.__dict__.pop("_resume", None)
+        if live:
+            self._resume = k
 
 
 class JoinData(_MultiUpstream):
@@ -57,8 +85,11 @@ class JoinData(_MultiUpstream):
     List/tuple datapoints are concatenated into one list; dict datapoints are merged (a key
     present in two flows raises :class:`~dataflow.errors.ComponentError`). The epoch ends
     when the shortest flow ends, and ``len`` is the shortest length — so flows of different
-    lengths lose their tails; give flows of equal length to keep every datapoint.
+    lengths lose their tails; give flows of equal length to keep every datapoint. It keeps
+    nothing between datapoints: its state is its upstreams'.
     """
+
+    stateless = True
 
     def __init__(self, df_lists: Sequence[DataFlow]) -> None:
         self.df_lists = _check_flows(type(self).__name__, df_lists)
@@ -67,7 +98,10 @@ class JoinData(_MultiUpstream):
         return min(len(df) for df in self.df_lists)
 
     def __iter__(self) -> Iterator[Any]:
-        for dps in zip(*self.df_lists):
+        return self._track(self._joined(zip(*self.df_lists)))
+
+    def _joined(self, zipped: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
+        for dps in zipped:
             if isinstance(dps[0], dict):
                 yield _merge_dicts(dps)
             else:
@@ -98,7 +132,8 @@ class RandomChooseData(_MultiUpstream, RNGDataFlow):
     """Each datapoint comes from a flow drawn at random (uniformly, or with given probabilities).
 
     ``df_lists`` is a list of flows or of ``(flow, probability)`` pairs summing to 1. The
-    epoch ends as soon as any flow is exhausted, so ``len`` is unknown.
+    epoch ends as soon as any flow is exhausted, so ``len`` is unknown. State: the RNG and the
+    choices drawn but not yet used.
     """
 
     def __init__(self, df_lists: Sequence[Any], seed: int | None = None) -> None:
@@ -122,21 +157,47 @@ class RandomChooseData(_MultiUpstream, RNGDataFlow):
         RNGDataFlow.reset_state(self)
 
     def __iter__(self) -> Iterator[Any]:
-        itrs = [iter(df) for df in self.df_lists]
-        rng, probs, n = self.rng, self.probs, len(itrs)
+        rng = self.rng
+        left = self.__dict__.pop("_resume", None)
+        self._chunk: list[int] = left if left is not None else []
+        self._chunk_it = iter(self._chunk)
+        return self._track(self._choose(rng, [iter(df) for df in self.df_lists]))
+
+    def _choose(self, rng: np.random.Generator, itrs: list[Iterator[Any]]) -> Iterator[Any]:
+        probs, n = self.probs, len(itrs)
         while True:
-            for k in rng.choice(n, size=1024, p=probs).tolist():
+            for k in self._chunk_it:
                 try:
-                    yield next(itrs[k])
+                    dp = next(itrs[k])
                 except StopIteration:
                     return
+                yield dp
+            self._chunk = rng.choice(n, size=1024, p=probs).tolist()
+            self._chunk_it = iter(self._chunk)
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        state: dict[str, Any] = {"rng": self._save_rng()}
+        if live and "_chunk_it" in self.__dict__:
+            state["choices"] = self._chunk[position(self._chunk_it, len(self._chunk)) :]
+        return state
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        self.__dict__.pop("_resume", None)
+        if live and "choices" in state:
+            choices = field(stage, state, "choices", list)
+            if not all(isinstance(k, int) and 0 <= k < len(self.df_lists) for k in choices):
+                raise StateError(f"{stage}: state field 'choices' is corrupted")
+            self._resume = list(choices)
+        self._load_rng(field(stage, state, "rng", (dict, type(None))))
 
 
 class RandomMixData(_MultiUpstream, RNGDataFlow):
     """All datapoints of every flow, in a random interleaving that keeps each flow's order.
 
     Every flow must have an exact ``len``; the epoch has ``sum`` of them. A flow that ends
-    before its ``len`` raises ``ValueError`` (tensorpack failed obscurely here).
+    before its ``len`` raises ``ValueError`` (tensorpack failed obscurely here). State: the
+    position in the epoch's interleaving (drawn again from the RNG's state at its start).
     """
 
     def __init__(self, df_lists: Sequence[DataFlow], seed: int | None = None) -> None:
@@ -159,11 +220,20 @@ class RandomMixData(_MultiUpstream, RNGDataFlow):
         return sum(len(df) for df in self.df_lists)
 
     def __iter__(self) -> Iterator[Any]:
+        rng = self.rng
+        start = self.__dict__.pop("_resume", None)
+        if start is None:
+            self._epoch_rng = rng.bit_generator.state
         sizes = [len(df) for df in self.df_lists]
         order = np.repeat(np.arange(len(sizes)), sizes)
-        self.rng.shuffle(order)
-        itrs = [iter(df) for df in self.df_lists]
-        for k in order.tolist():
+        rng.shuffle(order)
+        self._order = cur = iter(order.tolist())
+        if start:
+            cur.__setstate__(start)  # type: ignore[attr-defined]
+        return self._track(self._mixed(cur, sizes, [iter(df) for df in self.df_lists]))
+
+    def _mixed(self, order: Iterator[int], sizes: list[int], itrs: list[Iterator[Any]]) -> Iterator[Any]:
+        for k in order:
             try:
                 yield next(itrs[k])
             except StopIteration:
@@ -171,3 +241,19 @@ class RandomMixData(_MultiUpstream, RNGDataFlow):
                     f"RandomMixData: flow #{k} ({type(self.df_lists[k]).__name__}) ended before "
                     f"the {sizes[k]} datapoints its len() promised"
                 ) from None
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        state: dict[str, Any] = {"rng": self._save_rng()}
+        if live and "_order" in self.__dict__:
+            state["position"] = position(self._order, sum(len(df) for df in self.df_lists))
+            state["epoch_rng"] = plain_rng_state(self._epoch_rng)
+        return state
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        self.__dict__.pop("_resume", None)
+        if live and "position" in state:
+            self._resume = int_field(stage, state, "position")
+            self._load_rng(field(stage, state, "epoch_rng", dict))
+        else:
+            self._load_rng(field(stage, state, "rng", (dict, type(None))))

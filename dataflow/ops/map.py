@@ -3,18 +3,36 @@
 
 All four keep the upstream order, are reentrant when the upstream is, and run ``func`` in the
 iterating thread. Their ``len`` is the upstream's, except when a function may drop datapoints
-(then it is an upper bound, as documented on each class).
+(then it is an upper bound, as documented on each class). They keep nothing between
+datapoints, so their checkpoint state is their upstream's (plus, for ``MapData(item_rng=True)``,
+the epoch and item counters that seed each datapoint's RNG).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from .. import seeding
+from .._state_fields import field, int_field
 from ..base import DataFlow, ProxyDataFlow
+from ..errors import StateError
 from ._components import component_error, get_component, replace_component
 
 __all__ = ["FilterData", "MapData", "MapDataComponent", "SelectComponent"]
+
+
+def _item_key(ds: DataFlow) -> tuple[int, ...]:
+    """``(num_shards, index)`` of a :class:`~dataflow.ShardData` below ``ds`` (through
+    single-upstream stages), so that ranks give their datapoints independent randomness."""
+    from .shard import ShardData
+
+    flow: Any = ds
+    while isinstance(flow, ProxyDataFlow):
+        if isinstance(flow, ShardData):
+            return (flow.num_shards, flow.index)
+        flow = flow.ds
+    return ()
 
 
 def _check_callable(stage: str, name: str, func: object) -> None:
@@ -28,19 +46,83 @@ class MapData(ProxyDataFlow):
     ``len`` is the upstream's: exact when ``func`` never returns ``None``, otherwise an upper
     bound. ``func`` must not modify its input in place if the upstream reuses datapoints
     (e.g. :class:`~dataflow.CacheData`, ``FakeData(random=False)``): return a new one.
+
+    With ``item_rng=True``, ``func(dp, rng)`` also gets a :class:`numpy.random.Generator`
+    seeded from ``(seed, epoch, index)`` alone (see :func:`dataflow.seeding.item_rng`): the
+    same datapoint gets the same randomness after a resume and in any parallel map at any
+    worker count. ``seed=``: as for every flow (else :func:`dataflow.set_seed`, else fresh
+    entropy, which the checkpoint keeps). It costs ~9 us per datapoint.
     """
 
-    def __init__(self, ds: DataFlow, func: Callable[[Any], Any]) -> None:
+    def __init__(
+        self, ds: DataFlow, func: Callable[..., Any], *, item_rng: bool = False, seed: int | None = None
+    ) -> None:
         super().__init__(ds)
         _check_callable(type(self).__name__, "func", func)
         self.func = func
+        self.item_rng = bool(item_rng)
+        self._seed = seeding.check_seed(type(self).__name__, seed)
+        self._base: seeding.ItemSeed | None = None
+        self._epochs = 0
+        self._index = 0
+
+    def reset_state(self) -> None:
+        super().reset_state()
+        if self.item_rng:
+            self._key = _item_key(self.ds)
+            if self._base is None:
+                self._base = seeding.item_seed(self._seed)
 
     def __iter__(self) -> Iterator[Any]:
+        if not self.item_rng:
+            return self._track(self._mapped(iter(self.ds)))
+        if self._base is None:
+            self._base = seeding.item_seed(self._seed)
+        start = self.__dict__.pop("_resume", None)
+        if start is None:
+            self._epochs += 1
+        self._index = start or 0
+        entropy, key = self._base
+        base = (entropy, (*key, *self.__dict__.get("_key", ())))
+        return self._track(self._mapped_rng(iter(self.ds), base, self._epochs, self._index))
+
+    def _mapped(self, itr: Iterator[Any]) -> Iterator[Any]:
         func = self.func
-        for dp in self.ds:
+        for dp in itr:
             out = func(dp)
             if out is not None:
                 yield out
+
+    def _mapped_rng(self, itr: Iterator[Any], base: seeding.ItemSeed, epoch: int, index: int) -> Iterator[Any]:
+        func, rng_for = self.func, seeding.item_rng
+        for dp in itr:
+            rng = rng_for(base, epoch, index)
+            index += 1
+            self._index = index
+            out = func(dp, rng)
+            if out is not None:
+                yield out
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        if not self.item_rng:
+            return {}
+        base = self._base if self._base is not None else seeding.item_seed(self._seed)
+        self._base = base
+        return {"base": [str(base[0]), list(base[1])], "epochs": self._epochs, "index": self._index if live else 0}
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        if not self.item_rng:
+            return
+        stage = type(self).__name__
+        base = field(stage, state, "base", list)
+        if len(base) != 2 or not str(base[0]).isdigit() or not isinstance(base[1], list):
+            raise StateError(f"{stage}: state field 'base' is corrupted: {base!r:.80}")
+        # the shard's part of the key is added where the flow runs (see _item_key)
+        self._base = (int(base[0]), tuple(int(k) for k in base[1]))
+        self._epochs = int_field(stage, state, "epochs")
+        self.__dict__.pop("_resume", None)
+        if live:
+            self._resume = int_field(stage, state, "index")
 
 
 class MapDataComponent(ProxyDataFlow):
@@ -57,9 +139,14 @@ class MapDataComponent(ProxyDataFlow):
         self.func = func
         self.index = index
 
+    stateless = True
+
     def __iter__(self) -> Iterator[Any]:
+        return self._track(self._mapped(iter(self.ds)))
+
+    def _mapped(self, itr: Iterator[Any]) -> Iterator[Any]:
         func, index, stage = self.func, self.index, type(self).__name__
-        for dp in self.ds:
+        for dp in itr:
             out = func(get_component(stage, dp, index))
             if out is not None:
                 yield replace_component(stage, dp, index, out)
@@ -75,6 +162,8 @@ class FilterData(ProxyDataFlow):
         super().__init__(ds)
         _check_callable(type(self).__name__, "predicate", predicate)
         self.predicate = predicate
+
+    stateless = True
 
     def __iter__(self) -> Iterator[Any]:
         return filter(self.predicate, self.ds)
@@ -95,9 +184,14 @@ class SelectComponent(ProxyDataFlow):
             )
         self.idxs = list(idxs)
 
+    stateless = True
+
     def __iter__(self) -> Iterator[Any]:
+        return self._track(self._selected(iter(self.ds)))
+
+    def _selected(self, itr: Iterator[Any]) -> Iterator[Any]:
         idxs = self.idxs
-        for dp in self.ds:
+        for dp in itr:
             try:
                 if isinstance(dp, dict):
                     yield {k: dp[k] for k in idxs}

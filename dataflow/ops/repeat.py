@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from itertools import islice
+from collections.abc import Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 from .._checks import check_int
+from .._state_fields import decode_items, encode_items, int_field, position
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard, close_iterator
 from ..errors import LengthUnknownError
+
+_second = itemgetter(1)
 
 __all__ = ["FixedSizeData", "RepeatedData", "RepeatedDataPoint", "TakeData"]
 
@@ -27,6 +30,7 @@ class RepeatedData(ProxyDataFlow):
     ``len == len(ds) * num``; with ``num=-1`` the length is unknown (infinite) and ``len``
     raises :class:`~dataflow.errors.LengthUnknownError`. An upstream epoch that yields
     nothing raises ``ValueError`` instead of spinning forever. Reentrant when the upstream is.
+    State: how many upstream epochs of the current one are complete.
     """
 
     def __init__(self, ds: DataFlow, num: int) -> None:
@@ -39,19 +43,40 @@ class RepeatedData(ProxyDataFlow):
         return len(self.ds) * self.num
 
     def __iter__(self) -> Iterator[Any]:
-        n = 0
-        while self.num == -1 or n < self.num:
-            produced = False
-            for dp in self.ds:
+        done = self.__dict__.pop("_resume", None)
+        self._done = done or 0
+        return self._track(self._repeat(self._done, done is not None, iter(self.ds)))
+
+    def _repeat(self, n: int, resumed: bool, itr: Iterator[Any]) -> Iterator[Any]:
+        num = self.num
+        produced = resumed  # a resumed upstream epoch had produced before the checkpoint
+        while True:
+            for dp in itr:
                 produced = True
                 yield dp
             if not produced:
                 raise _empty_epoch(type(self).__name__, self.ds)
             n += 1
+            self._done = n
+            if n == num:
+                return
+            produced = False
+            itr = iter(self.ds)
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        return {"done": self.__dict__.get("_done", 0) if live else 0}
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        done = int_field(type(self).__name__, state, "done")
+        self.__dict__.pop("_resume", None)
+        if live:
+            self._resume = done
 
 
 class RepeatedDataPoint(ProxyDataFlow):
-    """Produce each datapoint ``num`` times in a row (the same object). ``len == len(ds) * num``."""
+    """Produce each datapoint ``num`` times in a row (the same object). ``len == len(ds) * num``.
+
+    State: the datapoint being repeated (codec-encoded) and how many copies are left."""
 
     def __init__(self, ds: DataFlow, num: int) -> None:
         super().__init__(ds)
@@ -61,10 +86,38 @@ class RepeatedDataPoint(ProxyDataFlow):
         return len(self.ds) * self.num
 
     def __iter__(self) -> Iterator[Any]:
+        resume = self.__dict__.pop("_resume", None)
+        self._rep = None if resume is None else (resume[0], iter(range(resume[1])))
+        return self._track(self._points(self._rep, iter(self.ds)))
+
+    def _points(self, resume: tuple[Any, Iterator[int]] | None, itr: Iterator[Any]) -> Iterator[Any]:
         num = self.num
-        for dp in self.ds:
-            for _ in range(num):
+        if resume is not None:
+            dp, copies = resume
+            for _ in copies:
                 yield dp
+        for dp in itr:
+            copies = iter(range(num))
+            self._rep = (dp, copies)
+            for _ in copies:
+                yield dp
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        rep = self.__dict__.get("_rep")
+        if not live or rep is None:
+            return {"left": 0}
+        dp, copies = rep
+        left = copies.__length_hint__()  # type: ignore[attr-defined]
+        if not left:
+            return {"left": 0}
+        return {"left": left, "datapoint": encode_items(type(self).__name__, [dp], "repeated datapoint")}
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        left = int_field(stage, state, "left", 0, self.num)
+        self.__dict__.pop("_resume", None)
+        if live and left:
+            self._resume = (decode_items(stage, state, "datapoint")[0], left)
 
 
 class FixedSizeData(ProxyDataFlow):
@@ -91,10 +144,18 @@ class FixedSizeData(ProxyDataFlow):
         self._itr = None
 
     def __iter__(self) -> Iterator[Any]:
+        counter = iter(range(self._size))
+        start = self.__dict__.pop("_resume", 0)
+        if start:
+            counter.__setstate__(start)  # type: ignore[attr-defined]
+        self._counter = counter
+        itr = self._itr if self._itr is not None else iter(self.ds)
+        self._itr = None
+        return self._track(self._fixed(counter, itr))
+
+    def _fixed(self, counter: Iterator[int], itr: Iterator[Any]) -> Iterator[Any]:
         with self._guard:
-            itr = self._itr if self._itr is not None else iter(self.ds)
-            self._itr = None
-            for _ in range(self._size):
+            for _ in counter:
                 try:
                     dp = next(itr)
                 except StopIteration:
@@ -109,6 +170,20 @@ class FixedSizeData(ProxyDataFlow):
             else:
                 close_iterator(itr)
 
+    def _upstreams_live(self, live: bool) -> list[bool]:
+        return [live or self._itr is not None]
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        counter = self.__dict__.get("_counter")
+        return {"position": position(counter, self._size) if live and counter is not None else 0}
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        position = int_field(type(self).__name__, state, "position", 0, self._size)
+        self._itr = None  # a kept upstream iterator is the upstream's own state now
+        self.__dict__.pop("_resume", None)
+        if live and position:
+            self._resume = position
+
 
 class TakeData(ProxyDataFlow):
     """At most the first ``n`` datapoints of each upstream epoch (the ``take(n)`` counterpart).
@@ -116,6 +191,7 @@ class TakeData(ProxyDataFlow):
     The upstream iterator is closed as soon as ``n`` were produced, so an infinite or
     expensive upstream stops early. ``len`` is ``min(n, len(ds))``; when the upstream's
     length is unknown it is ``n``, an upper bound. Reentrant when the upstream is.
+    State: how many were taken in the current epoch.
     """
 
     def __init__(self, ds: DataFlow, n: int) -> None:
@@ -129,8 +205,25 @@ class TakeData(ProxyDataFlow):
             return self.n
 
     def __iter__(self) -> Iterator[Any]:
-        itr = iter(self.ds)
+        counter = iter(range(self.n))
+        start = self.__dict__.pop("_resume", 0)
+        if start:
+            counter.__setstate__(start)  # type: ignore[attr-defined]
+        self._counter = counter
+        return self._track(self._take(counter, iter(self.ds)))
+
+    def _take(self, counter: Iterator[int], itr: Iterator[Any]) -> Iterator[Any]:
         try:
-            yield from islice(itr, self.n)
+            yield from map(_second, zip(counter, itr))  # counter first: never pulls one too many
         finally:
             close_iterator(itr)
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        counter = self.__dict__.get("_counter")
+        return {"taken": position(counter, self.n) if live and counter is not None else 0}
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        taken = int_field(type(self).__name__, state, "taken", 0, self.n)
+        self.__dict__.pop("_resume", None)
+        if live and taken:
+            self._resume = taken

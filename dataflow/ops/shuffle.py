@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from .._checks import check_int
+from .._state_fields import decode_items, encode_items, field, int_field, position
 from ..base import DataFlow, ProxyDataFlow, RNGDataFlow
+from ..errors import StateError
 
 __all__ = ["LocallyShuffleData"]
 
@@ -29,7 +31,9 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
     accepted for compatibility and has no effect (every draw is random here).
 
     The randomness comes from ``self.rng`` (``seed=`` or :func:`dataflow.set_seed` make it
-    reproducible). Reentrant when the upstream is.
+    reproducible). Reentrant when the upstream is. Its checkpoint state holds the buffer's
+    datapoints (codec-encoded: the cost of a state grows with ``buffer_size``), the random
+    indices drawn but not yet used, and the RNG.
     """
 
     def __init__(
@@ -62,22 +66,119 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
 
     def __iter__(self) -> Iterator[Any]:
         rng = self.rng
-        cap, reuse = self.buffer_size, self.num_reuse
-        buf: list[Any] = []
-        picks = _random_indices(rng, cap)
-        for dp in self.ds:
-            for _ in range(reuse):
+        st = self.__dict__.pop("_resume", None) or _Epoch()
+        self._st = st
+        return self._track(self._shuffled(iter(self.ds), st, rng))
+
+    def _shuffled(self, itr: Iterator[Any], st: _Epoch, rng: np.random.Generator) -> Iterator[Any]:
+        if st.drain is None:
+            cap, buf = self.buffer_size, st.buf
+            picks = _random_indices(rng, cap, st)
+            if self.num_reuse == 1:
+                if len(buf) < cap:  # a resumed epoch may have filled it already
+                    for dp in itr:  # filling
+                        buf.append(dp)
+                        if len(buf) == cap:
+                            break
+                for dp in itr:  # streaming: each new datapoint replaces the one produced
+                    i = next(picks)
+                    out = buf[i]
+                    buf[i] = dp
+                    yield out
+            else:
+                yield from self._with_copies(itr, st, picks)
+            rng.shuffle(buf)  # type: ignore[arg-type]
+            st.drain = iter(buf)
+        yield from st.drain
+
+    def _with_copies(self, itr: Iterator[Any], st: _Epoch, picks: Iterator[int]) -> Iterator[Any]:
+        cap, buf, reuse = self.buffer_size, st.buf, self.num_reuse
+        pending = st.pending
+        while True:
+            if pending is None:
+                dp = next(itr, _END)
+                if dp is _END:
+                    st.pending = None
+                    return
+                pending = st.pending = (dp, iter(range(reuse)))
+            dp, copies = pending
+            for _ in copies:
                 if len(buf) < cap:
                     buf.append(dp)
                     continue
                 i = next(picks)
-                yield buf[i]
+                out = buf[i]
                 buf[i] = dp
-        rng.shuffle(buf)  # type: ignore[arg-type]
-        yield from buf
+                yield out
+            pending = None
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        state: dict[str, Any] = {"rng": self._save_rng()}
+        st: _Epoch | None = self.__dict__.get("_st")
+        if not live or st is None:
+            return state
+        stage = type(self).__name__
+        if st.drain is not None:
+            pos = position(st.drain, len(st.buf))
+            state["draining"] = encode_items(stage, st.buf[pos:], "buffered datapoints")
+            return state
+        state["buffer"] = encode_items(stage, st.buf, "buffered datapoints")
+        picks = [] if st.chunk is None else st.chunk[position(st.chunk_it, len(st.chunk)) :]
+        state["picks"] = np.asarray(picks, dtype=np.int64).tobytes()
+        if st.pending is not None:
+            dp, copies = st.pending
+            left = copies.__length_hint__()  # type: ignore[attr-defined]
+            if left:
+                state["pending"] = encode_items(stage, [dp], "datapoint being copied")
+                state["copies"] = left
+        return state
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        rng = field(stage, state, "rng", (dict, type(None)))
+        self.__dict__.pop("_resume", None)
+        if live and "draining" in state:
+            st = _Epoch()
+            st.buf = decode_items(stage, state, "draining")
+            st.drain = iter(st.buf)
+            self._resume = st
+        elif live and "buffer" in state:
+            st = _Epoch()
+            st.buf = decode_items(stage, state, "buffer")
+            picks = field(stage, state, "picks", bytes)
+            if len(st.buf) > self.buffer_size or len(picks) % 8:
+                raise StateError(f"{stage}: the saved buffer does not fit buffer_size={self.buffer_size}")
+            st.chunk = np.frombuffer(picks, dtype=np.int64).tolist()
+            st.chunk_it = iter(st.chunk)
+            if "pending" in state:
+                copies = int_field(stage, state, "copies", 1, self.num_reuse)
+                st.pending = (decode_items(stage, state, "pending")[0], iter(range(copies)))
+            self._resume = st
+        self._load_rng(rng)
 
 
-def _random_indices(rng: np.random.Generator, high: int) -> Iterator[int]:
-    """Uniform ints in ``[0, high)``, drawn in chunks (one Generator call per 4096)."""
+class _Epoch:
+    """What one epoch of :class:`LocallyShuffleData` holds (read by ``_get_state``)."""
+
+    __slots__ = ("buf", "chunk", "chunk_it", "drain", "pending")
+
+    def __init__(self) -> None:
+        self.buf: list[Any] = []
+        self.chunk: list[int] | None = None  # random indices drawn in one go
+        self.chunk_it: Iterator[int] | None = None  # the next of them
+        self.drain: Iterator[Any] | None = None  # the final shuffled buffer, once the upstream ended
+        self.pending: tuple[Any, Iterator[int]] | None = None  # a datapoint and its copies left
+
+
+_END = object()
+
+
+def _random_indices(rng: np.random.Generator, high: int, st: _Epoch) -> Iterator[int]:
+    """Uniform ints in ``[0, high)``, drawn in chunks (one Generator call per 4096); what is left
+    of a chunk stays in ``st`` for the checkpoint (a resumed epoch starts with it)."""
+    if st.chunk_it is not None:
+        yield from st.chunk_it
     while True:
-        yield from rng.integers(0, high, _DRAW_CHUNK).tolist()
+        st.chunk = rng.integers(0, high, _DRAW_CHUNK).tolist()
+        st.chunk_it = iter(st.chunk)
+        yield from st.chunk_it
