@@ -1,6 +1,6 @@
 """dataflow: composable, parallel data loading for ML training (successor of tensorpack's DataFlow)."""
 
-from . import seeding
+from . import checkpoint, seeding
 from .base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
 from .codec import CodecError
 from .errors import (
@@ -10,6 +10,8 @@ from .errors import (
     DataFlowReentrantError,
     DataFlowTerminated,
     LengthUnknownError,
+    StateError,
+    StateUnsupportedError,
     WorkerDied,
     WorkerError,
 )
@@ -31,6 +33,7 @@ from .ops.interleave import InterleaveData
 from .ops.map import FilterData, MapData, MapDataComponent, SelectComponent
 from .ops.padded_batch import PaddedBatchData
 from .ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
+from .ops.shard import ShardData
 from .ops.shuffle import LocallyShuffleData
 from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
 from .parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
@@ -104,8 +107,11 @@ __all__ = [
     "RepeatedData",
     "RepeatedDataPoint",
     "SelectComponent",
+    "ShardData",
     "SpeedResult",
     "StageTiming",
+    "StateError",
+    "StateUnsupportedError",
     "TFRecordData",
     "TFRecordSerializer",
     "TakeData",
@@ -115,6 +121,7 @@ __all__ = [
     "WorkerDied",
     "WorkerError",
     "__version__",
+    "checkpoint",
     "describe_datapoint",
     "generate_curve_keypair",
     "profile",

@@ -20,11 +20,13 @@ __all__ = ["FluentMixin"]
 class FluentMixin:
     """Methods every :class:`~dataflow.DataFlow` has for building pipelines fluently."""
 
-    def map(self, func: Callable[[Any], Any]) -> DataFlow:
-        """``MapData(self, func)``: ``func(dp)``; a ``None`` result drops the datapoint."""
+    def map(self, func: Callable[..., Any], *, item_rng: bool = False, seed: int | None = None) -> DataFlow:
+        """``MapData(self, func)``: ``func(dp)``; a ``None`` result drops the datapoint. With
+        ``item_rng=True``, ``func(dp, rng)`` gets a generator seeded per datapoint (exact
+        resume and the same randomness at any worker count)."""
         from .ops.map import MapData
 
-        return MapData(self, func)  # type: ignore[arg-type]
+        return MapData(self, func, item_rng=item_rng, seed=seed)  # type: ignore[arg-type]
 
     def map_component(self, func: Callable[[Any], Any], index: int | str = 0) -> DataFlow:
         """``MapDataComponent(self, func, index)``: replace ``dp[index]`` with ``func(dp[index])``."""
@@ -73,6 +75,13 @@ class FluentMixin:
         from .ops.repeat import TakeData
 
         return TakeData(self, n)  # type: ignore[arg-type]
+
+    def shard(self, num_shards: int, index: int, equal: bool = True, pad: bool = False) -> DataFlow:
+        """``ShardData(self, num_shards, index, equal, pad)``: rank ``index``'s disjoint part of
+        every epoch (by index right after a random-access source, else by position)."""
+        from .ops.shard import ShardData
+
+        return ShardData(self, num_shards, index, equal=equal, pad=pad)  # type: ignore[arg-type]
 
     def cache(self, shuffle: bool = False, seed: int | None = None) -> DataFlow:
         """``CacheData(self, shuffle, seed=seed)``: keep the first complete pass in memory."""

@@ -159,6 +159,8 @@ FACTORIES: dict[str, Case] = {
     "RandomChooseData": Case(lambda _: dataflow.RandomChooseData([_lst(5), _lst(8)]), order="random"),
     "RandomMixData": Case(lambda _: dataflow.RandomMixData([_lst(5), _lst(8)]), order="multiset"),
     "InterleaveData": Case(lambda _: dataflow.InterleaveData(_lst(5), _three, cycle_length=2)),
+    # data-parallel sharding
+    "ShardData": Case(lambda _: dataflow.ShardData(_lst(9), 2, 1)),
     # parallel (num_proc/num_thread kept small: the CI machine has 2 cores)
     "MultiProcessRunnerZMQ": Case(lambda _: dataflow.MultiProcessRunnerZMQ(_lst(6), num_proc=1, timeout=30),
                                   order="multiset"),

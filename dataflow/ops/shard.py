@@ -1,0 +1,156 @@
+"""Splitting a flow across data-parallel ranks: :class:`ShardData` (the ``.shard()`` counterpart)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .. import seeding
+from .._checks import check_int
+from .._state_fields import decode_items, encode_items, field, int_field
+from ..base import DataFlow, ProxyDataFlow
+from ..errors import StateError
+from ..sources._indexed import IndexedSource
+from ..sources._order import ShardSpec, shard_length
+
+__all__ = ["ShardData"]
+
+
+class ShardData(ProxyDataFlow):
+    """Rank ``index`` of ``num_shards``: a disjoint part of every epoch of ``ds``.
+
+    Every rank builds the same pipeline and calls ``.shard(num_shards, rank)``; together the
+    ranks see each datapoint of an epoch once (with ``equal=True``: except the few dropped).
+
+    - **By index** when ``ds`` is a random-access source (:class:`~dataflow.DataFromList`,
+      :class:`~dataflow.DataFromArrays`, LMDB/HDF5/NumPy readers): the source visits only
+      indices ``order[index::num_shards]`` of each epoch's order, reading nothing else. With
+      ``shuffle=True`` every rank draws the *same* permutation (a global shuffle), so the
+      source needs ``seed=`` (or :func:`dataflow.set_seed`), the same on every rank: without
+      one, ``reset_state()`` raises rather than let shards overlap.
+    - **By position** otherwise: every rank reads the whole upstream and keeps datapoints
+      ``index, index + num_shards, ...``. Correct, but each rank does all the upstream's work:
+      put ``.shard()`` right after the source when you can.
+
+    ``equal=True`` (the default, for training): every rank gets the same number of
+    datapoints per epoch — ``len(ds) // num_shards`` — so ranks run the same number of steps
+    and a collective op never waits for a rank that ran out; the last incomplete row of
+    ``num_shards`` datapoints is dropped, or, with ``pad=True``, completed with the epoch's
+    first datapoints again (every rank gets ``ceil(len(ds) / num_shards)``; a few datapoints
+    are seen twice). A filter *after* the shard can still make counts differ. ``equal=False``
+    gives rank ``index`` exactly the datapoints at positions ``index::num_shards``.
+
+    Ordering: the upstream's, restricted to this rank. Checkpoints: a state resumes the same
+    rank; to resume with another number of ranks, see :func:`dataflow.checkpoint.reshard`
+    (index-based sharding only).
+    """
+
+    def __init__(self, ds: DataFlow, num_shards: int, index: int, equal: bool = True, pad: bool = False) -> None:
+        super().__init__(ds)
+        stage = type(self).__name__
+        n = check_int(stage, "num_shards", num_shards)
+        i = check_int(stage, "index", index, minimum=0)
+        if i >= n:
+            raise ValueError(f"{stage}: index must be in [0, num_shards), got index={i} with num_shards={n}")
+        if pad and not equal:
+            raise ValueError(f"{stage}: pad=True completes the last row so counts are equal; it needs equal=True")
+        self.num_shards, self.index = n, i
+        self.spec = ShardSpec(n, i, bool(equal), bool(pad))
+        self.by_index = isinstance(ds, IndexedSource)
+        if self.by_index:
+            ds._set_shard(self.spec)
+        else:
+            _hint_index_sharding(ds)
+
+    def reset_state(self) -> None:
+        super().reset_state()
+        ds = self.ds
+        if self.by_index and isinstance(ds, IndexedSource) and ds._shuffle and not seeding.is_seeded(ds._seed):
+            raise ValueError(
+                f"ShardData: the source {type(ds).__name__} shuffles without a seed, so each rank "
+                f"would draw its own permutation and shards would overlap; give the source "
+                f"seed=... (the same on every rank) or call dataflow.set_seed(...) first"
+            )
+
+    def __len__(self) -> int:
+        return len(self.ds) if self.by_index else shard_length(len(self.ds), self.spec)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.by_index:
+            return iter(self.ds)  # the source visits this shard only
+        resume = self.__dict__.pop("_resume", None)
+        self._pos, self._first, self._padded = (0, [], False) if resume is None else resume
+        return self._track(self._by_position(iter(self.ds)))
+
+    def _by_position(self, itr: Iterator[Any]) -> Iterator[Any]:
+        """Yields only at the end of a row (``equal``) or at this rank's column, so that at
+        every yield ``self._pos`` upstream datapoints are consumed and nothing is held."""
+        n, i, equal, pad = self.num_shards, self.index, self.spec.equal, self.spec.pad
+        first, held, seen = self._first, None, self._pos
+        for p, dp in enumerate(itr, seen):
+            seen = p + 1
+            if pad and p < n:
+                first.append(dp)
+            col = p % n
+            if not equal:
+                if col == i:
+                    self._pos = seen
+                    yield dp
+            elif col == i and i == n - 1:
+                self._pos = seen
+                yield dp
+            elif col == i:
+                held = dp
+            elif col == n - 1:  # a row is complete: every rank gets its datapoint of it
+                self._pos = seen
+                out, held = held, None
+                yield out
+        self._pos = seen
+        if pad and seen % n and not self._padded:  # complete the last row
+            self._padded = True
+            yield held if held is not None else first[(seen - seen % n + i) % seen]
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        if self.by_index or not live:
+            return {"num_shards": self.num_shards, "index": self.index}
+        first = encode_items(type(self).__name__, self._first, "first datapoints (for padding)") if self.spec.pad else b""
+        return {
+            "num_shards": self.num_shards,
+            "index": self.index,
+            "position": self._pos,
+            "first": first,
+            "padded": self._padded,
+        }
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        saved = state.get("num_shards"), state.get("index")
+        if saved != (self.num_shards, self.index) and saved != (None, None):
+            raise StateError(
+                f"{stage}: the state was saved by shard {saved[1]} of {saved[0]} but this pipeline is "
+                f"shard {self.index} of {self.num_shards}; each rank loads its own state, or convert "
+                f"all ranks' states with dataflow.checkpoint.reshard(states, num_shards)"
+            )
+        self.__dict__.pop("_resume", None)
+        if live and not self.by_index:
+            first = decode_items(stage, state, "first") if self.spec.pad else []
+            padded = bool(field(stage, state, "padded", bool))
+            self._resume = (int_field(stage, state, "position"), first, padded)
+
+
+def _hint_index_sharding(ds: DataFlow) -> None:
+    """Warn when a random-access source sits below ``ds`` through single-upstream stages: a
+    shard placed right after it would read only this rank's part."""
+    chain, flow = [type(ds).__name__], ds
+    while isinstance(flow, ProxyDataFlow) and not isinstance(flow, IndexedSource):
+        flow = flow.ds
+        chain.append(type(flow).__name__)
+    if isinstance(flow, IndexedSource) and len(chain) > 1:
+        warnings.warn(
+            f"ShardData: sharding by position after {' <- '.join(chain[:-1])}: every rank reads and "
+            f"processes all of {chain[-1]} and keeps its part. Put .shard() right after "
+            f"{chain[-1]} to read only this rank's part",
+            UserWarning,
+            stacklevel=3,
+        )
