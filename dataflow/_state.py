@@ -56,6 +56,10 @@ class SaveOptions:
     """Options of one ``state_dict()`` call, readable by stages while they save."""
 
     allow_fast_forward: bool = False
+    #: Whether the root's epoch counts as in progress; ``None``: ask the root. An adapter
+    #: whose caller owns the epoch boundaries (torchdata's loader) says ``True``: continue
+    #: the last iterator, even an exhausted one.
+    root_live: bool | None = None
 
 
 _options: contextvars.ContextVar[SaveOptions] = contextvars.ContextVar("dataflow_save", default=SaveOptions())
@@ -141,9 +145,11 @@ def save_pipeline(root: DataFlow, options: SaveOptions) -> dict[str, Any]:
 
     token = _options.set(options)
     try:
-        node = _save_node(root, bool(root._iter_live()), _name(root))
+        live = root._iter_live() if options.root_live is None else options.root_live
+        node = _save_node(root, bool(live), _name(root))
     finally:
         _options.reset(token)
+    check_plain(_name(root), node)  # every stage's part: plain data only, whoever wrote it
     return {
         "format": FORMAT,
         "version": VERSION,

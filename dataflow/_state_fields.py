@@ -148,6 +148,11 @@ def position(it: Iterator[Any], total: int) -> int:
 
 def check_plain(stage: str, value: Any, where: str = "state") -> None:
     """Raise :class:`StateError` unless ``value`` is plain data (see the module docstring)."""
+    if isinstance(value, bytes) and not value:
+        raise StateError(
+            f"{stage}: {where} is empty bytes; store None instead (torch.save writes b'' in a way "
+            f"torch.load(weights_only=True) refuses)"
+        )
     if value is None or isinstance(value, (bool, float, str, bytes)):
         return
     if isinstance(value, int):

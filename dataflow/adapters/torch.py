@@ -3,7 +3,9 @@
 ``import dataflow.adapters.torch`` imports torch (an optional extra: ``dataflow-ml[torch]``).
 
 - :func:`to_torch` wraps a flow in an ``IterableDataset`` for ``DataLoader`` or a plain loop;
-  numpy arrays become tensors that share their memory (``torch.from_numpy``: no copy).
+  numpy arrays become tensors that share their memory (``torch.from_numpy``: no copy). It has
+  ``state_dict``/``load_state_dict``, so torchdata's ``StatefulDataLoader`` checkpoints it
+  (one state per worker), and so does a plain loop with ``num_workers=0``.
 - :class:`DevicePrefetcher` copies batches to a device ahead of use: pinned host memory,
   ``non_blocking`` copies on a side CUDA stream, ``record_stream`` so the caching allocator
   does not reuse memory too early, and the consumer's stream waits on an event (not the
@@ -13,14 +15,17 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from .. import seeding
+from .._state import SaveOptions, save_pipeline
 from ..base import DataFlow
+from ..ops.shard import ShardData
 from ._require import require
 
 torch = require("torch", "torch", "dataflow.adapters.torch")
@@ -56,12 +61,23 @@ class DataFlowDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
     DataLoader worker). Each ``iter()`` is one epoch of the flow.
 
     **DataLoader workers:** every worker holds a copy of the flow. With ``shard=True``
-    (default) worker *i* of *n* yields the datapoints whose position in the epoch is *i* mod *n*,
-    so each datapoint comes once per epoch — but every worker still *runs* the whole flow.
+    (default) worker *i* of *n* runs ``df.shard(n, i, equal=False)``, so each datapoint comes
+    once per epoch: by index when ``df`` is a random-access source (each worker reads only its
+    part), else by position (every worker still *runs* the whole flow and keeps its part).
     That is right for cheap flows with expensive ``map``s done by DataLoader's collate, and
     wasteful otherwise: prefer dataflow's own parallelism (``.parallel_map(...)``) with
     ``DataLoader(ds, batch_size=None, num_workers=0)``, or ``shard=False`` if the flow itself
     draws random samples (then workers must differ: they are seeded apart by torch).
+
+    **Checkpoints:** ``state_dict()`` is the flow's state in this process (see
+    :meth:`dataflow.DataFlow.state_dict`); torchdata's ``StatefulDataLoader`` calls it in each
+    worker and restores each worker's with ``load_state_dict()`` before iterating, so a
+    resumed loader yields exactly what the interrupted one would have. Resume with the same
+    ``num_workers``; with worker processes, ``persistent_workers=True`` makes the epochs
+    *after* the resumed one exact too (non-persistent workers reshuffle from DataLoader's
+    per-epoch seed, which ``StatefulDataLoader`` draws again on resume). As torchdata
+    expects, the state continues the last iterator this dataset gave out: a state taken
+    after an epoch's last datapoint resumes with the rest of that epoch, which is empty.
     """
 
     def __init__(self, df: DataFlow, convert: bool = True, shard: bool = True) -> None:
@@ -70,33 +86,58 @@ class DataFlowDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
         self.convert = convert
         self.shard = shard
         self._reset_pid: int | None = None
+        self._flow: DataFlow | None = None  # what this process iterates (df, or its shard)
+        self._pending: Mapping[str, Any] | None = None
         self._shard_seed = int(np.random.SeedSequence().generate_state(1)[0])  # drawn once, here
 
     def __len__(self) -> int:
         return len(self.df)
 
-    def __iter__(self) -> Iterator[Any]:
+    def _prepare(self) -> DataFlow:
+        """Reset the flow once per process (sharded in a DataLoader worker) and load a
+        pending state."""
         info = torch.utils.data.get_worker_info()
         if self._reset_pid != os.getpid():
+            flow = self.df
             if info is not None:
                 # DataLoader's base seed: shared by this iteration's workers, new each iteration
                 # (workers are recreated per epoch unless persistent), so epochs reshuffle.
                 epoch = (info.seed - info.id) % 2**32
                 base = seeding.get_seed()
-                if self.shard:  # sharding by position needs every worker to see the same order
+                if self.shard:  # sharding needs every worker to see the same order
                     seeding.enter_worker((epoch,), seed=self._shard_seed if base is None else base)
+                    if info.num_workers > 1:
+                        with warnings.catch_warnings():  # the class docstring explains the cost
+                            warnings.simplefilter("ignore")
+                            flow = ShardData(flow, info.num_workers, info.id, equal=False)
                 else:  # independent streams: seed workers apart
                     seeding.enter_worker((epoch, info.id), seed=base)
-            self.df.reset_state()
+            flow.reset_state()
+            self._flow = flow
             self._reset_pid = os.getpid()
-        it: Iterable[Any] = self.df
-        if self.shard and info is not None and info.num_workers > 1:
-            it = (dp for i, dp in enumerate(self.df) if i % info.num_workers == info.id)
+        flow = self._flow if self._flow is not None else self.df
+        if self._pending is not None:
+            flow.load_state_dict(self._pending)
+            self._pending = None
+        return flow
+
+    def __iter__(self) -> Iterator[Any]:
+        it = iter(self._prepare())
         if not self.convert:
-            yield from it
-            return
-        for dp in it:
-            yield to_tensors(dp)
+            return it
+        return map(to_tensors, it)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state of the flow this process iterates (a fresh epoch before the first)."""
+        if self._pending is not None:
+            return dict(self._pending)
+        if self._flow is None or self._reset_pid != os.getpid():
+            return self.df.state_dict()
+        return save_pipeline(self._flow, SaveOptions(root_live=True))  # continue the last iterator
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` at the next ``iter()`` in this process."""
+        self._pending = state
 
 
 def to_torch(df: DataFlow, convert: bool = True, shard: bool = True) -> DataFlowDataset:

@@ -111,7 +111,7 @@ class InterleaveData(ProxyDataFlow):
     def _get_state(self, live: bool) -> dict[str, Any]:
         st: _Epoch | None = self.__dict__.get("_st")
         if not live or st is None:
-            return {"taken": 0, "elements": b"", "subs": []}
+            return {"taken": 0, "elements": None, "subs": []}
         elements = encode_items("InterleaveData", [s.element for s in st.active], "upstream elements")
         return {"taken": st.taken, "elements": elements, "subs": [save_subtree(s.sub, True) for s in st.active]}
 

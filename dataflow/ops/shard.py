@@ -114,7 +114,7 @@ class ShardData(ProxyDataFlow):
     def _get_state(self, live: bool) -> dict[str, Any]:
         if self.by_index or not live:
             return {"num_shards": self.num_shards, "index": self.index}
-        first = encode_items(type(self).__name__, self._first, "first datapoints (for padding)") if self.spec.pad else b""
+        first = encode_items(type(self).__name__, self._first, "first datapoints (for padding)") if self.spec.pad else None
         return {
             "num_shards": self.num_shards,
             "index": self.index,

@@ -124,7 +124,7 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
             return state
         state["buffer"] = encode_items(stage, st.buf, "buffered datapoints")
         picks = [] if st.chunk is None else st.chunk[position(st.chunk_it, len(st.chunk)) :]
-        state["picks"] = np.asarray(picks, dtype=np.int64).tobytes()
+        state["picks"] = picks
         if st.pending is not None:
             dp, copies = st.pending
             left = copies.__length_hint__()  # type: ignore[attr-defined]
@@ -145,10 +145,10 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
         elif live and "buffer" in state:
             st = _Epoch()
             st.buf = decode_items(stage, state, "buffer")
-            picks = field(stage, state, "picks", bytes)
-            if len(st.buf) > self.buffer_size or len(picks) % 8:
+            picks = field(stage, state, "picks", list)
+            if len(st.buf) > self.buffer_size or not all(type(i) is int and 0 <= i < self.buffer_size for i in picks):
                 raise StateError(f"{stage}: the saved buffer does not fit buffer_size={self.buffer_size}")
-            st.chunk = np.frombuffer(picks, dtype=np.int64).tolist()
+            st.chunk = list(picks)
             st.chunk_it = iter(st.chunk)
             if "pending" in state:
                 copies = int_field(stage, state, "copies", 1, self.num_reuse)

@@ -1,0 +1,132 @@
+"""Checkpointing through the torch adapter: ``to_torch(...)`` iterated directly, in torchdata's
+``StatefulDataLoader`` (one state per worker), and the example training script stopped and
+resumed in fresh processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dataflow as D
+
+torch = pytest.importorskip("torch")
+from dataflow.adapters.torch import to_torch  # noqa: E402
+
+from ._util import ROOT  # noqa: E402
+
+pytestmark = pytest.mark.framework
+
+
+def _flow() -> D.DataFlow:
+    return D.DataFromList(list(range(40)), shuffle=True, seed=1).map(lambda x: x * 10)
+
+
+def _epochs(loader: Any, n: int) -> list[list[Any]]:
+    return [[b.tolist() if hasattr(b, "tolist") else b for b in loader] for _ in range(n)]
+
+
+@pytest.mark.parametrize("cut", [0, 7, 39, 40])
+def test_iterating_the_dataset_directly_resumes_exactly(cut: int) -> None:
+    """The state taken after ``cut`` datapoints continues the same epoch, then the next."""
+    full = _epochs(to_torch(_flow()), 2)
+    ds = to_torch(_flow())
+    it = iter(ds)
+    head = [int(next(it)) for _ in range(cut)]
+    state = ds.state_dict()
+    resumed = to_torch(_flow())
+    resumed.load_state_dict(state)
+    rest = _epochs(resumed, 2)
+    assert head + rest[0] == full[0]
+    assert rest[1] == full[1]
+
+
+def _stateful(num_workers: int) -> Any:
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchdata's own deprecation noise
+        return stateful.StatefulDataLoader(
+            to_torch(_flow()), batch_size=4, num_workers=num_workers, persistent_workers=num_workers > 0
+        )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("cut", [3, 9, 10])  # 10 batches an epoch: 10 is right after the last one
+def test_stateful_dataloader_resumes_exactly(num_workers: int, cut: int) -> None:
+    """StatefulDataLoader saves one dataflow state per worker; the resumed loader yields the
+    rest of the epoch and the following epochs exactly (persistent workers)."""
+    full = _epochs(_stateful(num_workers), 3)
+    loader = _stateful(num_workers)
+    it = iter(loader)
+    head = [next(it).tolist() for _ in range(cut)]
+    state = loader.state_dict()
+    del it
+    resumed = _stateful(num_workers)
+    resumed.load_state_dict(state)
+    rest = _epochs(resumed, 2)
+    assert head + rest[0] == full[0]
+    assert rest[1] == full[1]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_stateful_dataloader_saved_after_the_epoch_resumes_at_the_next(num_workers: int) -> None:
+    """A loader saved once its epoch loop ended resumes with the next epoch."""
+    full = _epochs(_stateful(num_workers), 3)
+    loader = _stateful(num_workers)
+    first = _epochs(loader, 1)
+    state = loader.state_dict()
+    resumed = _stateful(num_workers)
+    resumed.load_state_dict(state)
+    assert first + _epochs(resumed, 2) == full
+
+
+def _losses(*args: str, cwd: Path) -> list[str]:
+    script = ROOT / "examples" / "checkpoint_resume_torch.py"
+    out = subprocess.run(
+        [sys.executable, str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=240, check=True
+    )
+    return out.stdout.splitlines()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(480)
+@pytest.mark.parametrize(("loader", "stops"), [("direct", [40]), ("stateful", [37, 64])])
+def test_example_stopped_and_resumed_gives_the_same_loss_curve(loader: str, stops: list[int], tmp_path: Path) -> None:
+    """The example training script killed mid-epoch (and right after an epoch's last batch)
+    and resumed from its torch.save checkpoint in a fresh process prints the uninterrupted
+    run's losses, step for step."""
+    if loader == "stateful":
+        pytest.importorskip("torchdata.stateful_dataloader")
+    full = _losses("--loader", loader, cwd=tmp_path)
+    assert len(full) > max(stops)
+    for stop in stops:
+        ckpt = str(tmp_path / f"run{stop}.pt")
+        head = _losses("--loader", loader, "--stop-at", str(stop), "--ckpt", ckpt, cwd=tmp_path)
+        tail = _losses("--loader", loader, "--resume", ckpt, cwd=tmp_path)
+        assert head + tail == full, f"stopped at step {stop}"
+
+
+def test_state_goes_into_a_weights_only_torch_checkpoint(tmp_path: Path) -> None:
+    """A pipeline state with buffered datapoints and RNG states survives torch.save and
+    torch.load(weights_only=True) inside a model checkpoint."""
+    flow = D.DataFromList([[i, np.full(3, i)] for i in range(50)], shuffle=True, seed=3).shuffle(10, seed=4)
+    flow.reset_state()
+    it = iter(flow)
+    for _ in range(17):
+        next(it)
+    state = flow.state_dict()
+    torch.save({"model": torch.nn.Linear(2, 2).state_dict(), "data": state}, tmp_path / "c.pt")
+    loaded = torch.load(tmp_path / "c.pt", weights_only=True)["data"]
+    assert loaded == state
+    again = D.DataFromList([[i, np.full(3, i)] for i in range(50)], shuffle=True, seed=3).shuffle(10, seed=4)
+    again.load_state_dict(loaded)
+    again.reset_state()
+    assert [dp[0] for dp in again] == [dp[0] for dp in it]
