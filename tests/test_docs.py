@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # Pages whose Python examples are complete programs (migration.rst imports tensorpack, and
 # parallel.rst shows fragments, so they are not run).
-RUNNABLE_PAGES = ("README.md", "docs/index.rst", "docs/getting_started.rst")
+RUNNABLE_PAGES = ("README.md", "docs/index.rst", "docs/getting_started.rst", "docs/checkpointing.rst")
 
 
 def _python_examples(page: str) -> list[str]:
