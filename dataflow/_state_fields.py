@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import codec
+from ._state_items import decode_items, encode_items
 from .errors import StateError
 
 __all__ = [
@@ -63,30 +63,6 @@ def int_field(stage: str, state: Mapping[str, Any], key: str, minimum: int = 0, 
         bound = f"[{minimum}, {maximum}]" if maximum is not None else f">= {minimum}"
         raise StateError(f"{stage}: state field {key!r} is {value}, outside {bound}; the state does not fit")
     return value
-
-
-def encode_items(stage: str, items: list[Any], what: str = "buffered datapoints") -> bytes:
-    """``items`` (datapoints a stage holds) as codec bytes, or a :class:`StateError` saying
-    which type the codec cannot store."""
-    try:
-        return codec.dumps(list(items))
-    except codec.CodecError as e:
-        raise StateError(
-            f"{stage}: cannot save its {len(items)} {what}: {e}. Datapoints held by a stage at a "
-            f"checkpoint must be numbers, str, bytes, numpy arrays, or lists/tuples/dicts of those"
-        ) from e
-
-
-def decode_items(stage: str, state: Mapping[str, Any], key: str) -> list[Any]:
-    """The datapoints stored by :func:`encode_items` under ``key``."""
-    data = field(stage, state, key, bytes)
-    try:
-        items = codec.loads(data)
-    except codec.CodecError as e:
-        raise StateError(f"{stage}: state field {key!r} holds corrupted datapoints: {e}") from e
-    if not isinstance(items, list):
-        raise StateError(f"{stage}: state field {key!r} must hold a list of datapoints")
-    return items
 
 
 def _to_plain(value: Any) -> Any:
