@@ -86,7 +86,8 @@ def overhead(rounds: int, baseline: str) -> list[str]:
             rows.append(f"| {name} | {m_old:,.0f} | {m_new:,.0f} | {(1 - m_new / m_old) * 100:+.1f}% |")
     finally:
         subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tmp], check=False)
-    head = f"| pipeline | before state tracking ({baseline}) items/s | with it | overhead |\n|---|---|---|---|"
+    head = f"| pipeline | items/s before state tracking ({baseline}) | with it | overhead |\n"
+    head += "|---|---|---|---|"
     return [head, *rows]
 
 
@@ -129,7 +130,9 @@ def latency(rounds: int) -> list[str]:
 
 def _latency_pipelines(D: Any, data: list[Any]) -> dict[str, Callable[[], Any]]:
     return {
-        "shuffle(10k buffer), in process": lambda: D.DataFromList(data, shuffle=True, seed=1).shuffle(10_000, seed=2),
+        "shuffle(10k buffer), in process": lambda: D.DataFromList(data, shuffle=True, seed=1).shuffle(
+            10_000, seed=2
+        ),
     }
 
 
@@ -142,7 +145,8 @@ def _peer_latency(data: list[Any], rounds: int) -> list[str]:
         it = iter(ds)
         for _ in range(20_000):
             next(it)
-        rows.append(f"| Grain: global shuffle + map, iterator.get_state() | {_median_ms(it.get_state, rounds):.3f} |")
+        ms = _median_ms(it.get_state, rounds)
+        rows.append(f"| Grain: global shuffle + map, iterator.get_state() | {ms:.3f} |")
     except ImportError:
         note("grain not installed: pip install grain to compare")
     try:

@@ -22,7 +22,6 @@ returns is stored as ``{"stage": name, "custom": ...}`` and handed back as is.
 from __future__ import annotations
 
 import contextvars
-import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -62,25 +61,35 @@ class SaveOptions:
     root_live: bool | None = None
 
 
-_options: contextvars.ContextVar[SaveOptions] = contextvars.ContextVar("dataflow_save", default=SaveOptions())
+_DEFAULT_OPTIONS = SaveOptions()
+_options: contextvars.ContextVar[SaveOptions] = contextvars.ContextVar("dataflow_save")
 
 
 def save_options() -> SaveOptions:
     """The options of the ``state_dict()`` call in progress (defaults outside one)."""
-    return _options.get()
+    return _options.get(_DEFAULT_OPTIONS)
 
 
 def _owner(cls: type, name: str) -> type | None:
     return next((c for c in cls.__mro__ if name in c.__dict__), None)
 
 
-@functools.lru_cache(maxsize=None)
+_MODES: dict[type, str] = {}
+
+
 def _mode(cls: type) -> str:
     """How a class takes part: its own hooks, stateless, its own state_dict, or not at all.
 
     Hooks (or ``stateless = True``) count only if defined by the class that defines
     ``__iter__`` or a subclass of it: a user subclass that overrides ``__iter__`` of one of our
     stages must not silently reuse that stage's hooks."""
+    mode = _MODES.get(cls)
+    if mode is None:
+        mode = _MODES[cls] = _find_mode(cls)
+    return mode
+
+
+def _find_mode(cls: type) -> str:
     from .base import DataFlow
 
     sd, lsd = _owner(cls, "state_dict"), _owner(cls, "load_state_dict")
@@ -135,7 +144,10 @@ def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
         "stage": _name(flow),
         "live": bool(live),
         "state": own,
-        "upstreams": [_save_node(k, bool(l), f"{path} > {_name(k)}") for k, l in zip(kids, lives, strict=True)],
+        "upstreams": [
+            _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
+            for kid, kid_live in zip(kids, lives, strict=True)
+        ],
     }
 
 
@@ -159,7 +171,9 @@ def save_pipeline(root: DataFlow, options: SaveOptions) -> dict[str, Any]:
     }
 
 
-def _walk(flow: DataFlow, node: Any, path: str, saved_shape: str) -> Iterator[tuple[DataFlow, dict[str, Any]]]:
+def _walk(
+    flow: DataFlow, node: Any, path: str, saved_shape: str
+) -> Iterator[tuple[DataFlow, dict[str, Any]]]:
     """Check that ``node`` fits ``flow`` (recursively) before anything is changed."""
     name = _name(flow)
     if not isinstance(node, Mapping) or not isinstance(node.get("stage"), str):
@@ -177,8 +191,12 @@ def _walk(flow: DataFlow, node: Any, path: str, saved_shape: str) -> Iterator[tu
         return
     kids = _children(flow)
     ups = node.get("upstreams")
-    if not isinstance(ups, list) or not isinstance(node.get("live"), bool) or not isinstance(node.get("state"), Mapping):
-        raise StateError(f"{path}: the state is corrupted: fields 'live', 'state', 'upstreams' missing or malformed")
+    if not isinstance(ups, list) or not isinstance(node.get("live"), bool) or not isinstance(
+        node.get("state"), Mapping
+    ):
+        raise StateError(
+            f"{path}: the state is corrupted: fields 'live', 'state', 'upstreams' missing or malformed"
+        )
     if len(ups) != len(kids):
         raise StateError(
             f"load_state_dict: the state was saved from the pipeline {saved_shape}: at {path} it has "

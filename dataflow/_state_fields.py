@@ -52,11 +52,14 @@ def field(stage: str, state: Mapping[str, Any], key: str, kind: type | tuple[typ
         ok = isinstance(value, kinds)
     if not ok:
         names = "/".join(k.__name__ for k in kinds)
-        raise StateError(f"{stage}: state field {key!r} must be {names}, got {type(value).__name__} ({value!r:.60})")
+        got = f"{type(value).__name__} ({value!r:.60})"
+        raise StateError(f"{stage}: state field {key!r} must be {names}, got {got}")
     return value
 
 
-def int_field(stage: str, state: Mapping[str, Any], key: str, minimum: int = 0, maximum: int | None = None) -> int:
+def int_field(
+    stage: str, state: Mapping[str, Any], key: str, minimum: int = 0, maximum: int | None = None
+) -> int:
     """An ``int`` field within ``[minimum, maximum]``."""
     value = int(field(stage, state, key, int))
     if value < minimum or (maximum is not None and value > maximum):

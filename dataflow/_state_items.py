@@ -94,7 +94,9 @@ def decode_items(stage: str, state: Mapping[str, Any], key: str) -> list[Any]:
     """The datapoints stored by :func:`encode_items` under ``state[key]``."""
     data = state.get(key) if isinstance(state, Mapping) else None
     if not isinstance(data, bytes):
-        raise StateError(f"{stage}: state field {key!r} must hold encoded datapoints (bytes), got {type(data).__name__}")
+        raise StateError(
+            f"{stage}: state field {key!r} must hold encoded datapoints (bytes), got {type(data).__name__}"
+        )
     try:
         packed = codec.loads(data)
         if isinstance(packed, dict) and isinstance(packed.get("rows"), list):

@@ -129,9 +129,10 @@ def _ranks(trees: list[list[tuple[str, dict[str, Any]]]], k: int) -> list[int]:
         st = tree[k][1].get("state", {})
         counts.add(st.get("num_shards"))
         ranks[st.get("index")] = t
-    if len(counts) != 1 or None in counts or sorted(ranks) != list(range(len(trees))) or counts != {len(trees)}:
+    if counts != {len(trees)} or sorted(ranks, key=str) != list(range(len(trees))):
         raise StateError(
-            f"reshard: give the states of all {sorted(counts)} ranks, one each (got shard indices {sorted(ranks)})"
+            f"reshard: give the states of all ranks, one each (got num_shards {sorted(counts, key=str)} "
+            f"and shard indices {sorted(ranks, key=str)})"
         )
     return [ranks[r] for r in range(len(trees))]
 
@@ -140,15 +141,20 @@ def _merged_source(nodes: list[dict[str, Any]]) -> dict[str, Any]:
     states = [n["state"] for n in nodes]
     lives = {n["live"] for n in nodes}
     if len(lives) != 1:
-        raise StateError("reshard: some ranks were between epochs and others in one; save all at the same step")
+        raise StateError(
+            "reshard: some ranks were between epochs and others in one; save all at the same step"
+        )
     common = ("items", "shuffle", "epochs", "rng", "epoch_rng", "reshard")
     for key in common:
         if any(st.get(key) != states[0].get(key) for st in states):
-            raise StateError(f"reshard: the ranks' sources differ in {key!r}: save all ranks at the same step, same seed")
+            raise StateError(
+                f"reshard: the ranks' sources differ in {key!r}: save all ranks at the same step, same seed"
+            )
     merged = {key: states[0].get(key) for key in common if key in states[0]}
     merged["shard"] = "any"
     if nodes[0]["live"]:
         spec = states[0]["shard"]
-        merged["reshard"] = list(states[0].get("reshard", [])) + [[spec, [int(st["position"]) for st in states]]]
+        consumed = [int(st["position"]) for st in states]
+        merged["reshard"] = list(states[0].get("reshard", [])) + [[spec, consumed]]
         merged["position"] = 0
     return merged

@@ -134,4 +134,5 @@ def item_rng(base: ItemSeed, epoch: int, index: int) -> np.random.Generator:
     Costs a few microseconds: meant for augmentations, not for per-item work of a microsecond.
     """
     entropy, key = base
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=(*key, epoch, index))))
+    seq = np.random.SeedSequence(entropy, spawn_key=(*key, epoch, index))
+    return np.random.Generator(np.random.PCG64(seq))

@@ -87,7 +87,7 @@ def train(kind: str, stop_at: int | None, ckpt: str | None, resume: str | None) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stop-at", type=int, default=None, help="save a checkpoint after this step and exit")
+    parser.add_argument("--stop-at", type=int, default=None, help="save a checkpoint after this step, exit")
     parser.add_argument("--ckpt", default="checkpoint.pt", help="where --stop-at saves")
     parser.add_argument("--resume", default=None, help="a checkpoint to resume from")
     parser.add_argument("--loader", choices=["direct", "stateful"], default="direct")

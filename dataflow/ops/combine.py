@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._state_fields import field, int_field, position, plain_rng_state
+from .._state_fields import field, int_field, plain_rng_state, position
 from ..base import DataFlow, RNGDataFlow, _check_upstream
 from ..errors import ComponentError, StateError
 

@@ -113,7 +113,8 @@ class InterleaveData(ProxyDataFlow):
         if not live or st is None:
             return {"taken": 0, "elements": None, "subs": []}
         elements = encode_items("InterleaveData", [s.element for s in st.active], "upstream elements")
-        return {"taken": st.taken, "elements": elements, "subs": [save_subtree(s.sub, True) for s in st.active]}
+        subs = [save_subtree(s.sub, True) for s in st.active]
+        return {"taken": st.taken, "elements": elements, "subs": subs}
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         taken = int_field("InterleaveData", state, "taken", 0, self.block_length - 1)

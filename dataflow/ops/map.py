@@ -93,7 +93,9 @@ class MapData(ProxyDataFlow):
             if out is not None:
                 yield out
 
-    def _mapped_rng(self, itr: Iterator[Any], base: seeding.ItemSeed, epoch: int, index: int) -> Iterator[Any]:
+    def _mapped_rng(
+        self, itr: Iterator[Any], base: seeding.ItemSeed, epoch: int, index: int
+    ) -> Iterator[Any]:
         func, rng_for = self.func, seeding.item_rng
         for dp in itr:
             rng = rng_for(base, epoch, index)
@@ -108,7 +110,8 @@ class MapData(ProxyDataFlow):
             return {}
         base = self._base if self._base is not None else seeding.item_seed(self._seed)
         self._base = base
-        return {"base": [str(base[0]), list(base[1])], "epochs": self._epochs, "index": self._index if live else 0}
+        index = self._index if live else 0
+        return {"base": [str(base[0]), list(base[1])], "epochs": self._epochs, "index": index}
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         if not self.item_rng:

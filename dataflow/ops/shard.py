@@ -46,7 +46,9 @@ class ShardData(ProxyDataFlow):
     (index-based sharding only).
     """
 
-    def __init__(self, ds: DataFlow, num_shards: int, index: int, equal: bool = True, pad: bool = False) -> None:
+    def __init__(
+        self, ds: DataFlow, num_shards: int, index: int, equal: bool = True, pad: bool = False
+    ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
         n = check_int(stage, "num_shards", num_shards)
@@ -54,11 +56,13 @@ class ShardData(ProxyDataFlow):
         if i >= n:
             raise ValueError(f"{stage}: index must be in [0, num_shards), got index={i} with num_shards={n}")
         if pad and not equal:
-            raise ValueError(f"{stage}: pad=True completes the last row so counts are equal; it needs equal=True")
+            raise ValueError(
+                f"{stage}: pad=True completes the last row so counts are equal; it needs equal=True"
+            )
         self.num_shards, self.index = n, i
         self.spec = ShardSpec(n, i, bool(equal), bool(pad))
         self.by_index = isinstance(ds, IndexedSource)
-        if self.by_index:
+        if isinstance(ds, IndexedSource):
             ds._set_shard(self.spec)
         else:
             _hint_index_sharding(ds)
@@ -66,7 +70,8 @@ class ShardData(ProxyDataFlow):
     def reset_state(self) -> None:
         super().reset_state()
         ds = self.ds
-        if self.by_index and isinstance(ds, IndexedSource) and ds._shuffle and not seeding.is_seeded(ds._seed):
+        unseeded = isinstance(ds, IndexedSource) and ds._shuffle and not seeding.is_seeded(ds._seed)
+        if self.by_index and unseeded:
             raise ValueError(
                 f"ShardData: the source {type(ds).__name__} shuffles without a seed, so each rank "
                 f"would draw its own permutation and shards would overlap; give the source "
@@ -114,7 +119,9 @@ class ShardData(ProxyDataFlow):
     def _get_state(self, live: bool) -> dict[str, Any]:
         if self.by_index or not live:
             return {"num_shards": self.num_shards, "index": self.index}
-        first = encode_items(type(self).__name__, self._first, "first datapoints (for padding)") if self.spec.pad else None
+        first = None
+        if self.spec.pad:
+            first = encode_items(type(self).__name__, self._first, "first datapoints (for padding)")
         return {
             "num_shards": self.num_shards,
             "index": self.index,

@@ -123,7 +123,9 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
             state["draining"] = encode_items(stage, st.buf[pos:], "buffered datapoints")
             return state
         state["buffer"] = encode_items(stage, st.buf, "buffered datapoints")
-        picks = [] if st.chunk is None else st.chunk[position(st.chunk_it, len(st.chunk)) :]
+        picks: list[int] = []
+        if st.chunk is not None and st.chunk_it is not None:
+            picks = st.chunk[position(st.chunk_it, len(st.chunk)) :]
         state["picks"] = picks
         if st.pending is not None:
             dp, copies = st.pending
@@ -146,7 +148,8 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
             st = _Epoch()
             st.buf = decode_items(stage, state, "buffer")
             picks = field(stage, state, "picks", list)
-            if len(st.buf) > self.buffer_size or not all(type(i) is int and 0 <= i < self.buffer_size for i in picks):
+            cap = self.buffer_size
+            if len(st.buf) > cap or not all(type(i) is int and 0 <= i < cap for i in picks):
                 raise StateError(f"{stage}: the saved buffer does not fit buffer_size={self.buffer_size}")
             st.chunk = list(picks)
             st.chunk_it = iter(st.chunk)

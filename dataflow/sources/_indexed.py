@@ -115,7 +115,10 @@ class IndexedSource(RNGDataFlow):
                 f"{self._num_items()}; resume with the same data"
             )
         if bool(field(stage, state, "shuffle", bool)) != bool(self._shuffle):
-            raise StateError(f"{stage}: the state was saved with shuffle={not self._shuffle}; this source has shuffle={self._shuffle}")
+            raise StateError(
+                f"{stage}: the state was saved with shuffle={not self._shuffle}; this source has "
+                f"shuffle={self._shuffle}"
+            )
         chain = tuple(_level(stage, lv) for lv in field(stage, state, "reshard", list)) if live else ()
         saved_shard = field(stage, state, "shard", (list, str, type(None)))
         mine = None if self._shard is None else self._shard.as_list()

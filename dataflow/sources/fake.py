@@ -153,7 +153,9 @@ class FakeData(RNGDataFlow):
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         if int_field("FakeData", state, "size") != self._size:
-            raise StateError(f"FakeData: the state was saved for size={state['size']}, this one has size={self._size}")
+            raise StateError(
+                f"FakeData: the state was saved for size={state['size']}, this one has size={self._size}"
+            )
         rng = field("FakeData", state, "rng", (dict, type(None)))
         position = int_field("FakeData", state, "position", 0, self._size)
         fixed = None if self.random else decode_items("FakeData", state, "fixed")

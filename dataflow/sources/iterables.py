@@ -27,7 +27,7 @@ from .memory import is_int
 
 __all__ = ["DataFromGenerator", "DataFromIterable", "DataFromQueue"]
 
-_SEEKABLE = (type(iter([])), type(iter(())))
+_SEEKABLE: tuple[type, ...] = (type(iter([])), type(iter(())))
 _second = itemgetter(1)
 
 

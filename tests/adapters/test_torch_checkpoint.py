@@ -99,7 +99,9 @@ def _losses(*args: str, cwd: Path) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.timeout(480)
 @pytest.mark.parametrize(("loader", "stops"), [("direct", [40]), ("stateful", [37, 64])])
-def test_example_stopped_and_resumed_gives_the_same_loss_curve(loader: str, stops: list[int], tmp_path: Path) -> None:
+def test_example_stopped_and_resumed_gives_the_same_loss_curve(
+    loader: str, stops: list[int], tmp_path: Path
+) -> None:
     """The example training script killed mid-epoch (and right after an epoch's last batch)
     and resumed from its torch.save checkpoint in a fresh process prints the uninterrupted
     run's losses, step for step."""

@@ -49,7 +49,9 @@ def _build(build: Callable[[], DataFlow], seed: int | None) -> DataFlow:
         pass
 
 
-def cut_and_save(df: DataFlow, epoch: int, taken: int, between: bool) -> tuple[dict[str, Any], Iterator[Any] | None]:
+def cut_and_save(
+    df: DataFlow, epoch: int, taken: int, between: bool
+) -> tuple[dict[str, Any], Iterator[Any] | None]:
     """Iterate ``df`` (already reset) through ``epoch`` full epochs and ``taken`` datapoints
     of the next; ``between``: stop after full epochs, once the loop ended. Returns the state
     and the live iterator (kept alive so the epoch counts as in progress)."""
