@@ -137,18 +137,22 @@ def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
         return {"stage": _name(flow), "custom": custom}
     if mode == _UNSUPPORTED:
         raise _unsupported(flow, path)
-    own = flow._get_state(live) if mode == _HOOKS else {}
-    kids = _children(flow)
-    lives = flow._upstreams_live(live) if mode == _HOOKS else [live] * len(kids)
-    return {
-        "stage": _name(flow),
-        "live": bool(live),
-        "state": own,
-        "upstreams": [
-            _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
-            for kid, kid_live in zip(kids, lives, strict=True)
-        ],
-    }
+    try:
+        own = flow._get_state(live) if mode == _HOOKS else {}
+        kids = _children(flow)
+        lives = flow._upstreams_live(live) if mode == _HOOKS else [live] * len(kids)
+        return {
+            "stage": _name(flow),
+            "live": bool(live),
+            "state": own,
+            "upstreams": [
+                _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
+                for kid, kid_live in zip(kids, lives, strict=True)
+            ],
+        }
+    finally:
+        if mode == _HOOKS:
+            flow._state_saved()
 
 
 def save_pipeline(root: DataFlow, options: SaveOptions) -> dict[str, Any]:

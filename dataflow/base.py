@@ -108,6 +108,10 @@ class DataFlow(FluentMixin):
         """The flows whose states nest under this stage's (those it iterates in this process)."""
         return ()
 
+    def _state_saved(self) -> None:
+        """Called once this stage's and its upstreams' states are saved (or saving failed):
+        a stage that paused a producer thread in ``_get_state`` lets it go on here."""
+
     def _upstreams_live(self, live: bool) -> list[bool]:
         """For each of :meth:`_state_upstreams`, whether this stage goes on with an iterator over
         it (True) or will start a fresh one (False). Default: as this stage."""

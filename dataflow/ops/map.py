@@ -18,21 +18,9 @@ from .._state_fields import field, int_field
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import StateError
 from ._components import component_error, get_component, replace_component
+from .shard import shard_key
 
 __all__ = ["FilterData", "MapData", "MapDataComponent", "SelectComponent"]
-
-
-def _item_key(ds: DataFlow) -> tuple[int, ...]:
-    """``(num_shards, index)`` of a :class:`~dataflow.ShardData` below ``ds`` (through
-    single-upstream stages), so that ranks give their datapoints independent randomness."""
-    from .shard import ShardData
-
-    flow: Any = ds
-    while isinstance(flow, ProxyDataFlow):
-        if isinstance(flow, ShardData):
-            return (flow.num_shards, flow.index)
-        flow = flow.ds
-    return ()
 
 
 def _check_callable(stage: str, name: str, func: object) -> None:
@@ -69,7 +57,7 @@ class MapData(ProxyDataFlow):
     def reset_state(self) -> None:
         super().reset_state()
         if self.item_rng:
-            self._key = _item_key(self.ds)
+            self._key = shard_key(self.ds)
             if self._base is None:
                 self._base = seeding.item_seed(self._seed)
 
@@ -120,7 +108,7 @@ class MapData(ProxyDataFlow):
         base = field(stage, state, "base", list)
         if len(base) != 2 or not str(base[0]).isdigit() or not isinstance(base[1], list):
             raise StateError(f"{stage}: state field 'base' is corrupted: {base!r:.80}")
-        # the shard's part of the key is added where the flow runs (see _item_key)
+        # the shard's part of the key is added where the flow runs (see shard_key)
         self._base = (int(base[0]), tuple(int(k) for k in base[1]))
         self._epochs = int_field(stage, state, "epochs")
         self.__dict__.pop("_resume", None)

@@ -14,7 +14,7 @@ from ..errors import StateError
 from ..sources._indexed import IndexedSource
 from ..sources._order import ShardSpec, shard_length
 
-__all__ = ["ShardData"]
+__all__ = ["ShardData", "shard_key"]
 
 
 class ShardData(ProxyDataFlow):
@@ -144,6 +144,17 @@ class ShardData(ProxyDataFlow):
             first = decode_items(stage, state, "first") if self.spec.pad else []
             padded = bool(field(stage, state, "padded", bool))
             self._resume = (int_field(stage, state, "position"), first, padded)
+
+
+def shard_key(ds: DataFlow) -> tuple[int, ...]:
+    """``(num_shards, index)`` of a :class:`ShardData` below ``ds`` (through single-upstream
+    stages), or ``()``: what per-item RNGs add to their seed so that ranks draw independently."""
+    flow: Any = ds
+    while isinstance(flow, ProxyDataFlow):
+        if isinstance(flow, ShardData):
+            return (flow.num_shards, flow.index)
+        flow = flow.ds
+    return ()
 
 
 def _hint_index_sharding(ds: DataFlow) -> None:

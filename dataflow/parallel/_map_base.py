@@ -1,35 +1,45 @@
-"""Bookkeeping shared by the parallel maps, independent of threads or processes.
+"""Bookkeeping shared by the parallel maps, independent of threads, processes or Ray.
 
 The consumer (the thread iterating the map) reads the upstream itself and submits *tasks*
 (a chunk of datapoints, tagged ``(epoch, seq)``) to workers, keeping at most
 ``buffer_size // chunk`` tasks in flight; workers send back results tagged the same way.
 
 - **strict** (one pass per ``__iter__``): every upstream datapoint of the pass is mapped
-  exactly once, results of an abandoned earlier pass are recognised by their epoch tag and
-  discarded, and the iteration ends when the pass is done.
+  exactly once, and the iteration ends when the pass is done. Whatever belongs to an
+  abandoned earlier pass — results *and errors* — is recognised by its epoch tag and dropped.
 - **non-strict** (tensorpack's default): the upstream is repeated forever in the background
   and each ``__iter__`` yields ``len(ds)`` results; results in flight carry over to the next
   epoch, nothing is lost or duplicated.
 - **ordered**: results are yielded in submission order (a reorder buffer holds early ones).
+- **item_rng**: ``map_func(dp, rng)`` gets a generator seeded from ``(seed, epoch, index)``
+  (see :func:`dataflow.seeding.item_rng`), the same in any worker.
+- **checkpoints**: the upstream's state plus the inputs not yet delivered (see
+  :mod:`._map_state`); independent of the number of workers.
 
 Subclasses provide the transport: ``_start``, ``_submit``, ``_receive``, ``_stop``.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
+from .. import seeding
 from .._checks import check_int, check_timeout
+from .._state_fields import field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset
-from . import _transport as tr
+from ..errors import DataFlowNotReset, DataFlowReentrantError
+from ..ops.shard import shard_key
+from . import _messages as msg
+from ._map_state import TaskLedger, decode_tasks, encode_tasks
 
 __all__ = ["ParallelMapBase"]
 
 TaskId = tuple[int, int]
+RngKey = tuple[seeding.ItemSeed, int, int] | None  # (base, epoch, index of the chunk's first)
 
 
 class ParallelMapBase(ProxyDataFlow):
@@ -38,12 +48,14 @@ class ParallelMapBase(ProxyDataFlow):
     def __init__(
         self,
         ds: DataFlow,
-        map_func: Callable[[Any], Any],
+        map_func: Callable[..., Any],
         buffer_size: int,
         strict: bool,
         ordered: bool,
         timeout: float | None,
         chunk: int = 1,
+        item_rng: bool = False,
+        seed: int | None = None,
     ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
@@ -56,13 +68,18 @@ class ParallelMapBase(ProxyDataFlow):
         self.strict = bool(strict)
         self.ordered = bool(ordered)
         self.timeout = check_timeout(stage, timeout)
+        self.item_rng = bool(item_rng)
+        self._item_seed = seeding.check_seed(stage, seed)
         self._chunk = chunk
         self._max_inflight = max(1, self.buffer_size // chunk)
         self._guard = ReentrancyGuard(stage)
         self._started = False
         self._interrupted = False
         self._epoch = 0
-        self._inflight = 0
+        self._index = 0  # inputs taken this pass (strict) or since reset (non-strict)
+        self._produced = 0  # results yielded in this non-strict epoch
+        self._ledger = TaskLedger()
+        self._base: seeding.ItemSeed | None = None
         self._clear_epoch_state()
         self._endless: Iterator[Any] | None = None
 
@@ -70,23 +87,28 @@ class ParallelMapBase(ProxyDataFlow):
     def _start(self) -> None:
         raise NotImplementedError
 
-    def _submit(self, task_id: TaskId, chunk: list[Any]) -> None:
+    def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
         raise NotImplementedError
 
-    def _receive(self) -> tuple[TaskId, bytes, Any]:
-        """The next ``(task_id, kind, payload)``; raises on timeout or dead workers."""
+    def _receive(self) -> tuple[TaskId | None, bytes, Any]:
+        """The next ``(task_id, kind, payload)``; raises on timeout or dead workers. An ERROR
+        payload is an :class:`~._messages.ErrorRecord` (``task_id`` ``None``: not a task's)."""
         raise NotImplementedError
 
     def _stop(self) -> None:
         raise NotImplementedError
 
-    def _worker_error(self, payload: dict[str, Any]) -> BaseException:
-        raise NotImplementedError
-
     # -- results --------------------------------------------------------------------------
-    def _outputs(self, kind: bytes, payload: Any) -> None:
-        """Turn one task's result into outputs on ``self._ready`` (default: a list of results)."""
-        self._ready.extend(payload)
+    def _outputs(self, kind: bytes, payload: Any, skip: int) -> int:
+        """Put one task's result on ``self._ready``, dropping its first ``skip`` units;
+        returns the units it added (default: a list of results, a unit per result)."""
+        out = payload[skip:] if skip else payload
+        self._ready.extend(out)
+        return len(out)
+
+    def _unyielded_units(self) -> int:
+        """Units released to the consumer but not yielded yet."""
+        return len(self._ready)
 
     def _finish_pass(self) -> None:
         """Called when a strict pass has received every result (batching flushes here)."""
@@ -100,15 +122,21 @@ class ParallelMapBase(ProxyDataFlow):
         self._inflight = 0
         self._endless = None
         self._clear_epoch_state()
+        if self.item_rng:
+            if self._base is None:
+                self._base = seeding.item_seed(self._item_seed)
+            self._shard_key = shard_key(self.ds)
         self._start()
         self._started = True
 
     def close(self) -> None:
         """Stop the workers and close the upstream. Idempotent."""
-        if self._started:
-            self._started = False
-            self._stop()
-        self.ds.close()
+        try:
+            if self._started:
+                self._started = False
+                self._stop()
+        finally:
+            self.ds.close()
 
     def __len__(self) -> int:
         return len(self.ds)
@@ -118,6 +146,8 @@ class ParallelMapBase(ProxyDataFlow):
         self._want = 0
         self._pending: dict[int, tuple[bytes, Any]] = {}
         self._ready: deque[Any] = deque()
+        self._ledger.clear()
+        self._skip = 0  # units of the first released task to drop (a resumed partial task)
 
     def __iter__(self) -> Iterator[Any]:
         if not self._started:
@@ -125,14 +155,23 @@ class ParallelMapBase(ProxyDataFlow):
                 f"{type(self).__name__} was iterated before reset_state() (or after close()); "
                 f"call reset_state() once in the process that iterates"
             )
+        if self._guard._lock.locked():  # before any bookkeeping of a second iterator
+            raise DataFlowReentrantError(
+                f"{type(self).__name__} is not reentrant: it is already being iterated"
+            )
+        if self._interrupted:  # a message may have been cut in half: start clean
+            self.reset_workers()
+        resume = self.__dict__.pop("_resume", None)
+        if self.strict:
+            gen = self._strict_pass(self._begin_pass(resume))
+        else:
+            gen = self._endless_epoch(resume)
+        return self._track(self._guarded(gen))
+
+    def _guarded(self, gen: Iterator[Any]) -> Iterator[Any]:
         with self._guard:
-            if self._interrupted:  # a message may have been cut in half: start clean
-                self.reset_workers()
             try:
-                if self.strict:
-                    yield from self._strict_pass()
-                else:
-                    yield from self._endless_epoch()
+                yield from gen
             except KeyboardInterrupt:
                 self._interrupted = True
                 raise
@@ -146,6 +185,19 @@ class ParallelMapBase(ProxyDataFlow):
         self._start()
         self._interrupted = False
 
+    # -- submitting -----------------------------------------------------------------------
+    def _submit_task(self, chunk: list[Any], epoch: int, first_index: int) -> None:
+        seq = self._seq
+        key: RngKey = None
+        if self.item_rng and self._base is not None:
+            entropy, base_key = self._base
+            base = (entropy, (*base_key, *self.__dict__.get("_shard_key", ())))
+            key = (base, epoch if self.strict else 0, first_index)
+        self._submit((epoch, seq), chunk, key)
+        self._ledger.submitted(seq, chunk, first_index)
+        self._seq = seq + 1
+        self._inflight += 1
+
     def _fill(self, source: Iterator[Any], epoch: int) -> bool:
         """Submit tasks while there is room; False once ``source`` is exhausted. Results held in
         the reorder buffer count against the room, so ``buffer_size`` bounds memory."""
@@ -153,33 +205,50 @@ class ParallelMapBase(ProxyDataFlow):
             chunk = list(islice(source, self._chunk))
             if not chunk:
                 return False
-            self._submit((epoch, self._seq), chunk)
-            self._seq += 1
-            self._inflight += 1
+            first = self._index
+            self._index = first + len(chunk)
+            self._submit_task(chunk, epoch, first)
         return True
 
     def _take_result(self, epoch: int) -> bool:
         """Receive one result into ``self._ready``; False if it was stale (older epoch)."""
-        (ep, seq), kind, payload = self._receive()
+        task_id, kind, payload = self._receive()
         self._inflight -= 1
-        if kind == tr.ERROR:
-            raise self._worker_error(payload)
-        if ep != epoch:
-            return False
+        if task_id is not None and task_id[0] != epoch:
+            return False  # an abandoned pass's result or error: dropped
+        if kind == msg.ERROR:
+            raise msg.error_for(type(self).__name__, payload)
+        seq = task_id[1] if task_id is not None else -1
         if not self.ordered:
-            self._outputs(kind, payload)
+            self._release(seq, kind, payload)
             return True
         self._pending[seq] = (kind, payload)
         while self._want in self._pending:
-            self._outputs(*self._pending.pop(self._want))
+            self._release(self._want, *self._pending.pop(self._want))
             self._want += 1
         return True
 
-    def _strict_pass(self) -> Iterator[Any]:
-        self._epoch += 1
-        epoch = self._epoch
+    def _release(self, seq: int, kind: bytes, payload: Any) -> None:
+        skip, self._skip = self._skip, 0
+        self._ledger.released(seq, self._outputs(kind, payload, skip))
+        self._ledger.prune(self._unyielded_units())
+
+    # -- passes ---------------------------------------------------------------------------
+    def _begin_pass(self, resume: Any) -> tuple[int, Iterator[Any], int]:
+        """Start a strict pass (eagerly, in ``__iter__``): ``(epoch, source, resubmitted)``."""
         self._clear_epoch_state()
+        if resume is None:
+            self._epoch += 1
+            self._index = 0
+            return self._epoch, iter(self.ds), 0
+        tasks, self._skip = resume
         source = iter(self.ds)
+        for chunk, first in tasks:
+            self._submit_task(chunk, self._epoch, first)
+        return self._epoch, source, len(tasks)
+
+    def _strict_pass(self, begun: tuple[int, Iterator[Any], int]) -> Iterator[Any]:
+        epoch, source, _ = begun
         more, received = True, 0
         ready = self._ready
         while True:
@@ -195,10 +264,11 @@ class ParallelMapBase(ProxyDataFlow):
         while ready:
             yield ready.popleft()
 
-    def _forever(self) -> Iterator[Any]:
+    def _forever(self, resumed: bool) -> Iterator[Any]:
+        produced = resumed  # a resumed upstream epoch had produced before the checkpoint
+        itr = iter(self.ds)
         while True:
-            produced = False
-            for dp in self.ds:
+            for dp in itr:
                 produced = True
                 yield dp
             if not produced:
@@ -206,19 +276,67 @@ class ParallelMapBase(ProxyDataFlow):
                     f"{type(self).__name__}: the upstream {type(self.ds).__name__} produced an empty "
                     f"epoch; with strict=False it is repeated forever, which would hang"
                 )
+            produced = False
+            itr = iter(self.ds)
 
-    def _endless_epoch(self) -> Iterator[Any]:
+    def _endless_epoch(self, resume: Any) -> Iterator[Any]:
+        if resume is not None:
+            tasks, self._skip, produced, up_live = resume
+            self._endless = self._forever(up_live) if up_live else None
+            for chunk, first in tasks:
+                self._submit_task(chunk, 0, first)
+        else:
+            produced = 0
+        return self._endless_run(produced)
+
+    def _endless_run(self, produced: int) -> Iterator[Any]:
         try:
             size: int | None = len(self)
         except (TypeError, NotImplementedError):
             size = None
         if self._endless is None:
-            self._endless = self._forever()
-        produced, ready = 0, self._ready
-        while size is None or produced < size:
+            self._endless = self._forever(False)
+        ready = self._ready
+        self._produced = produced
+        while size is None or self._produced < size:
             if ready:
+                self._produced += 1
                 yield ready.popleft()
-                produced += 1
                 continue
-            self._fill(self._endless, self._epoch)
-            self._take_result(self._epoch)
+            self._fill(self._endless, 0)
+            self._take_result(0)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _upstreams_live(self, live: bool) -> list[bool]:
+        if self.strict:
+            return [live]
+        gen = self._endless  # _forever yields only from inside an upstream epoch
+        return [gen is not None and inspect.getgeneratorstate(gen) == inspect.GEN_SUSPENDED]  # type: ignore[arg-type]
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        stage = type(self).__name__
+        carry = live or not self.strict  # a non-strict map's results in flight belong to its next epoch
+        tasks, skip = self._ledger.undelivered(self._unyielded_units(), self.ordered) if carry else ([], 0)
+        state: dict[str, Any] = {"epoch": self._epoch, "index": self._index}
+        state["produced"] = self._produced if live else 0
+        state["tasks"] = encode_tasks(stage, tasks, skip)
+        if self.item_rng and self._base is not None:
+            state["base"] = [str(self._base[0]), list(self._base[1])]
+        return state
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        tasks, skip = decode_tasks(stage, field(stage, state, "tasks", dict))
+        self._epoch = int_field(stage, state, "epoch")
+        self._index = int_field(stage, state, "index")
+        if self.item_rng and "base" in state:
+            entropy, key = field(stage, state, "base", list)
+            self._base = (int(entropy), tuple(int(k) for k in key))
+        self.__dict__.pop("_resume", None)
+        resume: tuple[Any, ...] | None = None
+        if self.strict:
+            resume = (tasks, skip) if live else None
+        else:
+            resume = (tasks, skip, int_field(stage, state, "produced") if live else 0, True)
+        if resume is not None:
+            self._resume = resume

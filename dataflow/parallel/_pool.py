@@ -1,9 +1,14 @@
-"""A set of worker processes connected to one ZMQ socket that the consumer binds.
+"""Worker processes connected to one ROUTER socket that the consumer binds.
 
-Every blocking receive is a poll loop that checks worker liveness (≈ every 0.1 s) and the
+Every blocking receive is a poll loop that checks worker liveness (~ every 0.1 s) and the
 optional ``timeout``, so a dead worker or a stalled pipeline raises instead of hanging.
-Resources (processes, socket, context) are released by :meth:`ProcessPool.close`, by garbage
-collection, or at interpreter exit, whichever comes first (``weakref.finalize``).
+Resources (processes, socket, context, shared memory) are released by
+:meth:`ProcessPool.close`, by garbage collection, or at interpreter exit, whichever comes
+first (``weakref.finalize``); each release runs even if another fails or is interrupted.
+
+Workers connect a DEALER socket named ``w<index>`` (see :func:`worker_link`), so the
+consumer can address each one (tasks, control requests) and every message says which worker
+sent it.
 """
 
 from __future__ import annotations
@@ -17,72 +22,74 @@ from typing import Any
 
 import zmq
 
+from .. import seeding
 from .._checks import check_int
-from . import _transport as tr
-from ._process import check_picklable, check_workers, get_context, start_workers, stop_workers
-from ._shm import RingReader, warn_no_shm
+from . import _messages as msg
+from ._options import WorkerOptions
+from ._process import (
+    bootstrap_worker,
+    check_picklable,
+    check_workers,
+    get_context,
+    start_workers,
+    stop_workers,
+)
+from ._shm import RingReader, RingWriter, warn_no_shm
 
-__all__ = ["DEFAULT_SHM_BYTES", "POLL_MS", "ProcessPool", "resolve_shm_bytes", "worker_socket"]
+__all__ = ["DEFAULT_SHM_BYTES", "POLL_MS", "ProcessPool", "WorkerLink", "resolve_shm_bytes", "worker_link"]
 
 POLL_MS = 100
 DEFAULT_SHM_BYTES = 256 * 2**20
 MIN_AUTO_SHM_BYTES = 32 * 2**20
 
 
+def identity(worker: int) -> bytes:
+    """The ZMQ identity of worker ``worker`` on the consumer's ROUTER."""
+    return b"w%d" % worker
+
+
 class ProcessPool:
-    """Worker processes and the consumer's bound socket.
+    """Worker processes and the consumer's bound ROUTER socket.
 
-    Args:
-        stage: the owning flow's name, for messages.
-        socket_type: the consumer's ZMQ socket type (``zmq.PULL``, ``zmq.ROUTER``).
-        target: module-level worker function ``target(parent, endpoint, *args)``.
-        worker_args: one tuple of extra arguments per worker.
-        start_method: ``fork``/``forkserver``/``spawn`` (``None``: fork on Linux).
-        hwm: the receive high-water mark in messages.
-        timeout: seconds without a message before ``TimeoutError`` (``None``: wait forever).
-        picklable: objects that must pickle under spawn/forkserver, by name, for messages.
-        shm_bytes: shared memory for large arrays, split into one ring per worker (``None``:
-            automatic, see :func:`resolve_shm_bytes`; ``0``: everything over ZMQ).
-        copy: give the consumer owned copies instead of views of shared memory.
-
-    ``target`` is called as ``target(parent, endpoint, ring_path, *args)``; ``ring_path`` is
-    ``None`` without shared memory.
+    ``target(parent, endpoint, ring_path, *args)`` runs in each worker (one argument tuple in
+    ``worker_args`` per worker; ``ring_path`` is ``None`` without shared memory) and starts
+    with :func:`worker_link`. ``picklable`` names objects that must pickle under spawn.
     """
 
     def __init__(
         self,
-        stage: str,
-        socket_type: int,
+        options: WorkerOptions,
         target: Callable[..., None],
         worker_args: Sequence[tuple[Any, ...]],
-        start_method: str | None,
-        hwm: int,
-        timeout: float | None,
         picklable: dict[str, Any],
-        shm_bytes: int | None = 0,
-        copy: bool = False,
     ) -> None:
-        self.stage = stage
-        self.timeout = timeout
+        self.stage = stage = options.stage
+        self.options = options
+        self.timeout = options.timeout
         self._next_check = 0.0
-        self._header_parts = 4 if socket_type == zmq.ROUTER else 3  # + the peer identity
-        context = get_context(stage, start_method)
-        check_picklable(stage, context.get_start_method(), **picklable)
-        self.endpoint = tr.new_endpoint(stage.lower())
-        self.zctx = zmq.Context()
-        self.sock = self.zctx.socket(socket_type)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.RCVHWM, hwm)
-        self.sock.bind(self.endpoint)
-        self._poller = zmq.Poller()  # one for the pool's life: Socket.poll() builds one per call
-        self._poller.register(self.sock, zmq.POLLIN)
         self._flowing = False
         self.procs: list[BaseProcess] = []
-        size = resolve_shm_bytes(stage, shm_bytes)
-        self.rings = RingReader.create(stage, len(worker_args), size, copy) if size else None
-        self._finalizer = weakref.finalize(self, _shutdown, self.procs, self.sock, self.zctx, self.rings)
-        paths: list[str | None] = list(self.rings.paths) if self.rings else [None] * len(worker_args)
+        self.rings: RingReader | None = None
+        context = get_context(stage, options.start_method)
+        self.start_method = context.get_start_method()
+        check_picklable(stage, self.start_method, **picklable)
+        self.endpoint = msg.new_endpoint(stage.lower())
+        self.zctx = zmq.Context()
+        self.sock = self.zctx.socket(zmq.ROUTER)
+        self._finalizer = weakref.finalize(self, _shutdown, self.procs, self.sock, self.zctx, [None])
         try:
+            self.sock.setsockopt(zmq.LINGER, 0)
+            self.sock.setsockopt(zmq.RCVHWM, options.hwm)
+            self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            self.sock.bind(self.endpoint)
+            self._poller = zmq.Poller()  # one for the pool's life: Socket.poll() builds one per call
+            self._poller.register(self.sock, zmq.POLLIN)
+            size = resolve_shm_bytes(stage, options.shm_bytes)
+            self.rings = RingReader.create(stage, len(worker_args), size, options.copy) if size else None
+            self._finalizer.detach()
+            rings = [self.rings]
+            self._finalizer = weakref.finalize(self, _shutdown, self.procs, self.sock, self.zctx, rings)
+            paths: list[str | None] = list(self.rings.paths) if self.rings else [None] * len(worker_args)
             self.procs.extend(
                 start_workers(
                     stage, context, target, [(self.endpoint, p, *a) for p, a in zip(paths, worker_args)]
@@ -96,53 +103,67 @@ class ProcessPool:
     def pids(self) -> list[int | None]:
         return [p.pid for p in self.procs]
 
-    def recv_frames(self) -> list[Any]:
-        """The next multipart message, checking liveness and ``timeout`` while waiting."""
+    def check(self) -> None:
+        """Raise :class:`~dataflow.errors.WorkerDied` if a worker has exited."""
+        check_workers(self.stage, self.procs, self.start_method)
+
+    def recv(self, deadline: float | None = None) -> tuple[int, bytes, Any]:
+        """The next message as ``(worker, kind, payload)``, checking liveness and ``timeout``
+        (or ``deadline``, a ``time.monotonic()`` instant) while waiting."""
+        return msg.decode(self._recv_frames(deadline)[1:], self.rings)
+
+    def _recv_frames(self, deadline: float | None) -> list[Any]:
         sock = self.sock
         now = time.monotonic()
         if now >= self._next_check:  # on a clock too: another busy worker must not hide a death
             self._next_check = now + POLL_MS / 1000
-            check_workers(self.stage, self.procs)
+            self.check()
         if self._flowing:  # messages were waiting last time: try without polling first
             try:
-                return tr.recv_parts(sock, zmq.NOBLOCK, self._header_parts)
+                return msg.recv_parts(sock, zmq.NOBLOCK, 4)
             except zmq.Again:
                 self._flowing = False
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        if deadline is None and self.timeout is not None:
+            deadline = time.monotonic() + self.timeout
         while True:
             if self._poller.poll(POLL_MS):
-                parts = tr.recv_parts(sock, 0, self._header_parts)
-                self._flowing = bool(sock.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+                parts = msg.recv_parts(sock, 0, 4)
+                self._flowing = bool(int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
                 return parts
-            check_workers(self.stage, self.procs)
+            self.check()
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"{self.stage}: no datapoint arrived from the workers for {self.timeout} s "
+                    f"{self.stage}: no message arrived from the workers for {self.timeout} s "
                     f"(timeout={self.timeout}); the workers are alive but produce nothing"
                 )
 
-    def decode(self, frames: list[zmq.Frame]) -> tuple[bytes, Any]:
-        """``(kind, obj)`` of a message from a worker, resolving shared-memory buffers."""
-        return tr.decode(frames, self.rings)
+    def send(self, worker: int, kind: bytes, obj: Any) -> None:
+        """Send ``obj`` to worker ``worker`` (raises ``zmq.ZMQError`` if it is not connected)."""
+        msg.send(self.sock, kind, obj, prefix=(identity(worker),))
 
     def close(self) -> None:
         """Stop the workers and release the socket, context and shared memory. Idempotent."""
         self._finalizer()
 
 
-def _shutdown(
-    procs: list[BaseProcess], sock: zmq.Socket, zctx: zmq.Context, rings: RingReader | None
-) -> None:
-    stop_workers(procs)
-    procs.clear()
-    sock.close(linger=0)
-    zctx.term()
-    if rings is not None:
-        rings.close()
+def _shutdown(procs: list[BaseProcess], sock: zmq.Socket, zctx: zmq.Context, rings: list[Any]) -> None:
+    """Release everything, each step even if an earlier one fails or is interrupted."""
+    try:
+        stop_workers(procs)
+    finally:
+        procs.clear()
+        try:
+            sock.close(linger=0)
+        finally:
+            try:
+                zctx.term()
+            finally:
+                if rings[0] is not None:
+                    rings[0].close()
 
 
 def resolve_shm_bytes(stage: str, shm_bytes: int | None) -> int:
-    """The shared memory a runner reserves: ``shm_bytes`` as given, or for ``None``
+    """The shared memory a pool reserves: ``shm_bytes`` as given, or for ``None``
     :data:`DEFAULT_SHM_BYTES` capped to half of what ``/dev/shm`` has free (0, with one
     warning, when that is under :data:`MIN_AUTO_SHM_BYTES`)."""
     if shm_bytes is not None:
@@ -159,12 +180,47 @@ def resolve_shm_bytes(stage: str, shm_bytes: int | None) -> int:
     return 0
 
 
-def worker_socket(endpoint: str, socket_type: int, hwm: int, identity: bytes | None = None) -> zmq.Socket:
-    """The worker side: a fresh context (never the parent's) and a connected socket."""
-    sock = zmq.Context().socket(socket_type)
+class WorkerLink:
+    """A worker's side: its index, its socket to the consumer and its shared-memory ring."""
+
+    def __init__(self, index: int, sock: zmq.Socket, ring: RingWriter | None) -> None:
+        self.index, self.sock, self.ring = index, sock, ring
+        self.pid = os.getpid()
+
+    def send(self, kind: bytes, obj: Any, flags: int = 0) -> int:
+        """Send to the consumer (large buffers through the ring); returns the payload size."""
+        return msg.send(self.sock, kind, obj, worker=self.index, flags=flags, ring=self.ring)
+
+    def send_error(self, exc: BaseException, where: str) -> None:
+        msg.send(self.sock, msg.ERROR, msg.capture_error(exc, where), worker=self.index)
+
+    def poll_control(self) -> Any | None:
+        """A pending control request, without waiting (``None`` if there is none)."""
+        if not int(self.sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+            return None
+        return msg.recv(self.sock)[2]
+
+
+def worker_link(
+    parent: tuple[int, bool],
+    endpoint: str,
+    ring_path: str | None,
+    index: int,
+    options: WorkerOptions,
+    seed_key: tuple[int, ...],
+    seed: int | None,
+) -> WorkerLink:
+    """What every worker does first: map (and unlink) its ring, die with its parent, connect,
+    seed its RNGs as worker ``seed_key`` of ``seed`` (resolved in the parent, see
+    :meth:`WorkerOptions.worker_seed`), say READY."""
+    ring = RingWriter(ring_path, index) if ring_path else None  # first: it unlinks the file
+    bootstrap_worker(parent)
+    sock = zmq.Context().socket(zmq.DEALER)  # a fresh context, never the parent's
     sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.SNDHWM, hwm)
-    if identity is not None:
-        sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.SNDHWM, options.hwm)
+    sock.setsockopt(zmq.IDENTITY, identity(index))
     sock.connect(endpoint)
-    return sock
+    seeding.enter_worker(seed_key, seed)
+    link = WorkerLink(index, sock, ring)
+    link.send(msg.READY, link.pid)
+    return link

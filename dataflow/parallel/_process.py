@@ -14,6 +14,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import multiprocessing as mp
 import os
@@ -97,7 +98,7 @@ def start_workers(
     procs = []
     try:
         for args in args_per_worker:
-            proc = context.Process(target=target, args=(parent, *args), daemon=True)
+            proc = context.Process(target=target, args=(parent, *args), daemon=True)  # type: ignore[attr-defined]
             proc.start()
             procs.append(proc)
     except BaseException:
@@ -144,35 +145,67 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def check_workers(stage: str, procs: Sequence[BaseProcess]) -> None:
+def check_workers(stage: str, procs: Sequence[BaseProcess], start_method: str = "fork") -> None:
     """Raise :class:`WorkerDied` if any worker has exited (they only exit when told to)."""
     for i, proc in enumerate(procs):
         code = proc.exitcode
         if code is not None:
             how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            hint = "A crash in native code, os._exit() or the OOM killer are the usual causes"
+            script = _unguarded_main() if start_method != "fork" and code == 1 else None
+            if script is not None:
+                hint = (
+                    f"The script {script} starts its pipeline at import time, without an "
+                    f"`if __name__ == \"__main__\":` guard: under start_method={start_method!r} every "
+                    f"worker imports the script again and fails there. Put the code that iterates "
+                    f"the pipeline under that guard (or use start_method='fork')"
+                )
             raise WorkerDied(
-                f"{stage}: worker {i} (pid {proc.pid}) died unexpectedly ({how}). A crash in "
-                f"native code, os._exit() or the OOM killer are the usual causes",
+                f"{stage}: worker {i} (pid {proc.pid}) died unexpectedly ({how}). {hint}",
                 pid=proc.pid,
                 exitcode=code,
             )
 
 
+def _unguarded_main() -> str | None:
+    """The path of the ``__main__`` script if it has no ``if __name__ == "__main__":`` block."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    for node in tree.body:
+        test = ast.unparse(node.test) if isinstance(node, ast.If) else ""
+        if "__name__" in test and "__main__" in test:
+            return None
+    return str(path)
+
+
 def stop_workers(procs: Sequence[BaseProcess], timeout: float = 1.0) -> None:
-    """Terminate, join (up to ``timeout`` s), kill if needed, and release every process."""
-    for proc in procs:
-        if proc.exitcode is None:
+    """Terminate, join (up to ``timeout`` s), kill if needed, and release every process.
+
+    Interrupt-safe: if a join is interrupted (Ctrl-C), every process still running is
+    killed before the exception goes on, so no worker outlives a ``close()``."""
+    try:
+        for proc in procs:
+            if proc.exitcode is None:
+                try:
+                    proc.terminate()
+                except Exception:  # pragma: no cover - already gone
+                    pass
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        for proc in procs:
             try:
-                proc.terminate()
-            except Exception:  # pragma: no cover - already gone
+                if proc.exitcode is None:
+                    proc.kill()
+                    proc.join(timeout)
+                proc.close()
+            except ValueError:  # closed already, or still running after SIGKILL
                 pass
-    deadline = time.monotonic() + timeout
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
-        if proc.exitcode is None:
-            proc.kill()
-            proc.join(timeout)
-        try:
-            proc.close()
-        except ValueError:  # pragma: no cover - still running after SIGKILL
-            pass

@@ -4,15 +4,15 @@
 The upstream is read **in the consumer process** (it is reset there, once); datapoints are
 sent to ``num_proc`` workers that apply ``map_func`` and send results back. Each task goes
 to the worker with the fewest tasks in flight, so a slow datapoint never stalls the others.
-Epochs, ``strict`` and ``ordered`` are as described in :mod:`dataflow.parallel._map_base`.
-``map_func`` runs in the workers: under ``spawn``/``forkserver`` it must be picklable (a
-module-level function), which is checked with a clear error. Workers are seeded apart (see
-:func:`dataflow.seeding.enter_worker`), so random augmentations differ across workers.
+Epochs, ``strict``, ``ordered``, ``item_rng`` and checkpoints are as described in
+:mod:`dataflow.parallel._map_base`. ``map_func`` runs in the workers: under
+``spawn``/``forkserver`` it must be picklable (a module-level function), which is checked
+with a clear error. Workers are seeded apart (see :func:`dataflow.seeding.enter_worker`), so
+random augmentations drawing from a worker's RNG differ across workers.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,13 +24,22 @@ from .._checks import check_int
 from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerError
 from ..ops._stack import collate
-from . import _transport as tr
-from ._map_base import ParallelMapBase, TaskId
-from ._pool import ProcessPool, worker_socket
-from ._process import bootstrap_worker, check_start_method, check_workers
-from ._shm import RingWriter
+from . import _messages as msg
+from ._map_base import ParallelMapBase, RngKey, TaskId
+from ._options import WorkerOptions
+from ._pool import ProcessPool, worker_link
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
+
+
+def _apply(map_func: Callable[..., Any], chunk: list[Any], rng_key: RngKey) -> list[Any]:
+    """``map_func`` over a chunk, ``None`` results dropped; with an item RNG key, each
+    datapoint also gets its generator."""
+    if rng_key is None:
+        return [r for r in map(map_func, chunk) if r is not None]
+    base, epoch, first = rng_key
+    out = (map_func(dp, seeding.item_rng(base, epoch, first + j)) for j, dp in enumerate(chunk))
+    return [r for r in out if r is not None]
 
 
 def _map_worker(
@@ -38,29 +47,28 @@ def _map_worker(
     endpoint: str,
     ring_path: str | None,
     index: int,
-    map_func: Callable[[Any], Any],
+    map_func: Callable[..., Any],
+    options: WorkerOptions,
     seed: int | None,
     batch_size: int,
-    stage: str,
 ) -> None:
-    """Serve tasks forever: map each chunk, drop ``None`` results, batch full chunks when
-    ``batch_size`` is set. Never raises: exceptions are sent back as ERROR results."""
-    ring = RingWriter(ring_path, index) if ring_path else None  # first: it unlinks the file
-    bootstrap_worker(parent)
-    sock = worker_socket(endpoint, zmq.DEALER, hwm=0, identity=b"w%d" % index)
-    seeding.enter_worker((index,), seed)
-    tr.send(sock, tr.READY, os.getpid())
-    where = f"map_func in worker {index} (pid {os.getpid()})"
+    """Serve tasks forever: map each chunk, batch full chunks when ``batch_size`` is set.
+    Never raises: every exception, a task that cannot be decoded included, goes back as an
+    ERROR result."""
+    link = worker_link(parent, endpoint, ring_path, index, options, (index,), seed)
+    where = f"map_func in worker {index} (pid {link.pid})"
+    stage = options.stage
     while True:
-        _, (task_id, chunk) = tr.recv(sock)
+        task_id = None
         try:
-            out = [r for r in map(map_func, chunk) if r is not None]
+            _, _, (task_id, chunk, rng_key) = msg.recv(link.sock)
+            out = _apply(map_func, chunk, rng_key)
             if batch_size and len(out) == batch_size:
-                tr.send(sock, tr.BATCH, (task_id, collate(stage, out)), ring=ring)
+                link.send(msg.BATCH, (task_id, collate(stage, out)))
             else:
-                tr.send(sock, tr.DATA, (task_id, out), ring=ring)
+                link.send(msg.DATA, (task_id, out))
         except BaseException as e:
-            tr.send(sock, tr.ERROR, (task_id, tr.error_payload(e, where)))
+            link.send(msg.ERROR, (task_id, msg.capture_error(e, where)))
 
 
 class MultiProcessMapDataZMQ(ParallelMapBase):
@@ -74,14 +82,18 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
+        item_rng: call ``map_func(dp, rng)`` with a generator seeded from ``(seed, epoch,
+            index)``: the same randomness for a datapoint in any worker and after a resume.
         start_method, seed, timeout, shm_bytes, copy: as for
             :class:`~dataflow.MultiProcessRunnerZMQ` (results of 16 KiB and more come back
             through shared memory).
 
     ``len`` is ``len(ds)`` (an upper bound in strict mode when ``map_func`` drops some).
-    An exception in ``map_func`` is raised here as :class:`~dataflow.errors.WorkerError`
-    (chained to the original, with the worker's traceback); a worker that dies raises
+    An exception in ``map_func`` is raised here as the same exception type, with the
+    worker's traceback as its cause; a worker that dies raises
     :class:`~dataflow.errors.WorkerDied`. Not reentrant. Close it or use ``with``.
+    Checkpoints hold the upstream's state and the inputs not yet delivered, so a strict
+    ordered map resumes identically at any ``num_proc``.
     """
 
     _batch_size = 0
@@ -90,11 +102,12 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self,
         ds: DataFlow,
         num_proc: int,
-        map_func: Callable[[Any], Any],
+        map_func: Callable[..., Any],
         buffer_size: int = 200,
         strict: bool = False,
         *,
         ordered: bool = False,
+        item_rng: bool = False,
         start_method: str | None = None,
         seed: int | None = None,
         timeout: float | None = None,
@@ -102,15 +115,15 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         copy: bool = False,
         chunk: int = 1,
     ) -> None:
-        super().__init__(ds, map_func, buffer_size, strict, ordered, timeout, chunk=chunk)
         stage = type(self).__name__
+        options = WorkerOptions(stage, start_method, seed, timeout, shm_bytes, copy, hwm=0)
+        super().__init__(ds, map_func, buffer_size, strict, ordered, options.timeout, chunk, item_rng, seed)
         self.num_proc = check_int(stage, "num_proc", num_proc)
-        self.start_method = check_start_method(stage, start_method)
-        self.seed = seeding.check_seed(stage, seed)
-        self.shm_bytes = shm_bytes
-        self.copy = bool(copy)
+        self.options = options
+        self.start_method, self.seed = start_method, options.seed
+        self.shm_bytes, self.copy = shm_bytes, options.copy
         self._pool: ProcessPool | None = None
-        self._load: dict[bytes, int] = {}
+        self._load: list[int] = []
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -118,61 +131,48 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         return self._pool.pids if self._pool is not None else []
 
     def _start(self) -> None:
-        stage = type(self).__name__
-        self._pool = ProcessPool(
-            stage,
-            zmq.ROUTER,
-            _map_worker,
-            [
-                (i, self.map_func, seeding.resolve_seed(self.seed), self._batch_size, stage)
-                for i in range(self.num_proc)
-            ],
-            start_method=self.start_method,
-            hwm=0,
-            timeout=self.timeout,
-            picklable={"map_func": self.map_func},
-            shm_bytes=self.shm_bytes,
-            copy=self.copy,
-        )
-        self._pool.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self._load = {}
-        while len(self._load) < self.num_proc:  # a ROUTER drops messages to unknown peers
-            frames = self._pool.recv_frames()
-            if self._pool.decode(frames[1:])[0] == tr.READY:
-                self._load[frames[0]] = 0
+        seed = self.options.worker_seed()
+        args = [(i, self.map_func, self.options, seed, self._batch_size) for i in range(self.num_proc)]
+        self._pool = pool = ProcessPool(self.options, _map_worker, args, {"map_func": self.map_func})
+        self._load = [0] * self.num_proc
+        try:
+            ready: set[int] = set()
+            while len(ready) < self.num_proc:  # a ROUTER drops messages to unknown peers
+                worker, kind, _ = pool.recv()
+                if kind == msg.READY:
+                    ready.add(worker)
+        except BaseException:
+            self._stop()  # a failed start leaves no worker and no shared memory behind
+            raise
 
     def _live_pool(self) -> ProcessPool:
         if self._pool is None:
             raise DataFlowNotReset(f"{type(self).__name__}: the workers are not running; call reset_state()")
         return self._pool
 
-    def _submit(self, task_id: TaskId, chunk: list[Any]) -> None:
+    def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
         pool = self._live_pool()
-        ident = min(self._load, key=self._load.__getitem__)
+        load = self._load
+        worker = load.index(min(load))
         try:
-            tr.send(pool.sock, tr.DATA, (task_id, chunk), prefix=(ident,))
+            pool.send(worker, msg.DATA, (task_id, chunk, rng_key))
         except zmq.ZMQError as e:  # EHOSTUNREACH: that worker is gone; name it once reapable
             deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline:
-                check_workers(type(self).__name__, pool.procs)
+                pool.check()
                 time.sleep(0.02)
-            raise WorkerError(f"{type(self).__name__}: cannot reach worker {ident.decode()}: {e}") from e
-        self._load[ident] += 1
+            raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
+        load[worker] += 1
 
-    def _receive(self) -> tuple[TaskId, bytes, Any]:
-        pool = self._live_pool()
-        frames = pool.recv_frames()
-        self._load[frames[0]] -= 1
-        kind, (task_id, payload) = pool.decode(frames[1:])
+    def _receive(self) -> tuple[TaskId | None, bytes, Any]:
+        worker, kind, (task_id, payload) = self._live_pool().recv()
+        self._load[worker] -= 1
         return task_id, kind, payload
 
-    def _worker_error(self, payload: dict[str, Any]) -> BaseException:
-        return tr.worker_error(type(self).__name__, payload)
-
     def _stop(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
 
 #: tensorpack's name for :class:`MultiProcessMapDataZMQ`.
@@ -195,7 +195,7 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
         self,
         ds: DataFlow,
         num_proc: int,
-        map_func: Callable[[Any], Any],
+        map_func: Callable[..., Any],
         batch_size: int,
         buffer_size: int | None = None,
         strict: bool = False,
@@ -217,22 +217,32 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
         super()._clear_epoch_state()
         self._carry = []
 
-    def _outputs(self, kind: bytes, payload: Any) -> None:
+    def _outputs(self, kind: bytes, payload: Any, skip: int) -> int:
         carry, bs = self._carry, self.batch_size
-        if kind == tr.BATCH:
-            if not carry:
+        if kind == msg.BATCH:
+            if not carry and not skip:
                 self._ready.append(payload)
-                return
+                return bs
             payload = _unbatch(payload)  # datapoints carried from a chunk with drops go first
+        payload = payload[skip:]
         carry.extend(payload)
         while len(carry) >= bs:
             self._ready.append(collate(type(self).__name__, carry[:bs]))
             del carry[:bs]
+        return len(payload)
+
+    def _unyielded_units(self) -> int:
+        return sum(_batch_len(b) for b in self._ready) + len(self._carry)
 
     def _finish_pass(self) -> None:
         if self._carry and self.remainder:
             self._ready.append(collate(type(self).__name__, self._carry))
         self._carry = []
+
+
+def _batch_len(batch: Any) -> int:
+    first = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]
+    return len(first)
 
 
 def _unbatch(batch: Any) -> list[Any]:

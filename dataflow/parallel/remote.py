@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import zmq
@@ -26,8 +26,8 @@ import zmq.utils.monitor
 from .. import codec
 from .._checks import check_int, check_timeout
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset
-from ._transport import recv_parts
+from ..errors import DataFlowNotReset, StateUnsupportedError
+from ._messages import recv_parts
 
 __all__ = ["RemoteDataZMQ", "generate_curve_keypair", "send_dataflow_zmq"]
 
@@ -237,6 +237,16 @@ class RemoteDataZMQ(DataFlow):
                 return recv_parts(sock, 0, header_parts=1)
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"{type(self).__name__}: no message on {self.addrs} for {self.timeout} s")
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        raise StateUnsupportedError(
+            "RemoteDataZMQ: cannot save a position: what was received from another machine cannot "
+            "be received again. Checkpoint the sender's flow instead (its state_dict()), and "
+            "resume it there"
+        )
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        raise StateUnsupportedError("RemoteDataZMQ: a remote stream has no state to load")
 
     def __iter__(self) -> Iterator[Any]:
         if self._ctx is None:

@@ -13,31 +13,30 @@ ZMQ. Consequences users must know:
   has a length, else it never ends. Nothing is lost between epochs: what was received but
   not yet yielded comes first in the next one.
 - Workers send small datapoints in groups: a message leaves when 256 are pending or 1 ms
-  after the previous one, which cuts the per-datapoint messaging cost several times. A
-  source slower than one datapoint per millisecond still sends each at once; the price is
-  that a datapoint made less than 1 ms after a message waits for the next datapoint (or the
-  end of the epoch). Large datapoints (64 KiB and more) always go alone.
+  after the previous one, which cuts the per-datapoint messaging cost several times. Large
+  datapoints (64 KiB and more) always go alone.
+- Checkpoints: ``state_dict()`` asks every worker for its flow's state at its next message
+  boundary (answered in-band, after the datapoints it sent before), and keeps the datapoints
+  received but not yet yielded; resuming starts each worker from its state and yields those
+  first. Each worker stream resumes exactly; a resumed runner needs the same ``num_proc``.
 """
 
 from __future__ import annotations
 
-import os
+import pickle
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from time import perf_counter
 from typing import Any
 
-import zmq
-
-from .. import seeding
-from .._checks import check_int, check_timeout
+from .._checks import check_int
+from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset
-from . import _transport as tr
-from ._pool import ProcessPool, worker_socket
-from ._process import bootstrap_worker, check_start_method
-from ._shm import RingWriter
+from ..errors import DataFlowNotReset, StateError
+from . import _messages as msg
+from ._options import WorkerOptions
+from ._pool import ProcessPool, WorkerLink, worker_link
 
 __all__ = ["MultiProcessRunner", "MultiProcessRunnerZMQ"]
 
@@ -51,52 +50,93 @@ def _runner_worker(
     endpoint: str,
     ring_path: str | None,
     ds: DataFlow,
-    key: tuple[int, ...],
+    index: int,
+    options: WorkerOptions,
     seed: int | None,
-    hwm: int,
+    state: Mapping[str, Any] | None,
 ) -> None:
-    """A worker's whole life: reset its copy of ``ds`` and send it forever. Never raises:
-    an exception is sent to the consumer, then the worker idles until it is stopped."""
-    ring = RingWriter(ring_path, key[-1]) if ring_path else None  # first: it unlinks the file
-    bootstrap_worker(parent)
-    sock = worker_socket(endpoint, zmq.PUSH, hwm)
+    """A worker's whole life: reset its copy of ``ds`` (at ``state`` if given) and send it
+    forever, answering control requests at message boundaries. Never raises: an exception is
+    sent to the consumer, then the worker idles until it is stopped."""
+    link = worker_link(parent, endpoint, ring_path, index, options, (index,), seed)
     pending: list[Any] = []
-    group_max = _GROUP_MAX
-    last_flush = 0.0
+    where = f"the flow {type(ds).__name__} in worker {index} (pid {link.pid})"
     try:
-        seeding.enter_worker(key, seed)
         ds.reset_state()
+        if state is not None:
+            ds.load_state_dict(state)
+        produced = state is not None  # a resumed epoch may have nothing left
+        group_max, last_flush = _GROUP_MAX, 0.0
         while True:
-            produced = False
             for dp in ds:
                 produced = True
                 pending.append(dp)
                 now = perf_counter()
                 if len(pending) >= group_max or now - last_flush >= _GROUP_WINDOW_S:
                     # grouping only pays while messages are small (their fixed cost dominates)
-                    big = _flush(sock, pending, ring) >= _GROUP_UNTIL_BYTES * len(pending)
+                    big = _flush(link, pending) >= _GROUP_UNTIL_BYTES * len(pending)
                     group_max = 1 if big else _GROUP_MAX
-                    pending = []
+                    pending.clear()
                     last_flush = now
+                    _answer_control(link, ds)
             if not produced:
                 raise ValueError(f"the flow {type(ds).__name__} produced an empty epoch")
             if pending:  # the end of an epoch may be followed by a slow start of the next
-                _flush(sock, pending, ring)
-                pending = []
+                _flush(link, pending)
+                pending.clear()
                 last_flush = perf_counter()
+            _answer_control(link, ds)
+            produced = False
     except BaseException as e:
-        if pending:
-            _flush(sock, pending, ring)
-        where = f"the flow {type(ds).__name__} in worker {key[-1]} (pid {os.getpid()})"
-        tr.send(sock, tr.ERROR, tr.error_payload(e, where))
+        if pending and not isinstance(e, _UnsendableDatapoint):
+            try:  # what the flow made before failing still reaches the consumer, in order
+                _flush(link, pending)
+            except Exception:
+                pass
+        link.send_error(e, where)
         threading.Event().wait()  # exiting could drop the message; the consumer stops us
 
 
-def _flush(sock: zmq.Socket, pending: list[Any], ring: RingWriter | None) -> int:
-    """Send the pending datapoints as one message; returns its size in bytes."""
-    if len(pending) == 1:
-        return tr.send(sock, tr.DATA, pending[0], ring=ring)
-    return tr.send(sock, tr.GROUP, pending, ring=ring)
+class _UnsendableDatapoint(TypeError):
+    """A datapoint of a process runner that cannot be pickled to the consumer."""
+
+
+def _flush(link: WorkerLink, pending: list[Any]) -> int:
+    """Send the pending datapoints as one message; returns its size in bytes. A datapoint
+    that cannot be pickled raises a ``TypeError`` naming its type."""
+    try:
+        if len(pending) == 1:
+            return link.send(msg.DATA, pending[0])
+        return link.send(msg.GROUP, pending)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        bad = next((dp for dp in pending if not _picklable(dp)), None)
+        raise _UnsendableDatapoint(
+            f"the flow yielded a datapoint that cannot be sent to the consumer process: "
+            f"{type(bad).__name__ if bad is not None else 'an object'} ({e}). Datapoints of a "
+            f"process runner must be picklable (numbers, arrays, str, lists/dicts of those)"
+        ) from e
+
+
+def _picklable(obj: Any) -> bool:
+    try:
+        pickle.dumps(obj, protocol=5)
+    except Exception:
+        return False
+    return True
+
+
+def _answer_control(link: WorkerLink, ds: DataFlow) -> None:
+    """Answer a pending snapshot request with this flow's state (or the reason it has none)."""
+    request = link.poll_control()
+    while request is not None:
+        what, token = request
+        if what == "snapshot":
+            try:
+                answer: Any = ds.state_dict()
+            except Exception as e:
+                answer = msg.capture_error(e, f"{type(ds).__name__}.state_dict() in worker {link.index}")
+            link.send(msg.STATE, (token, answer))
+        request = link.poll_control()
 
 
 class MultiProcessRunnerZMQ(ProxyDataFlow):
@@ -116,8 +156,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             ``docs/zero_copy.rst`` for the lifetime contract.
         copy: ``True`` gives owned arrays instead of views of shared memory.
 
-    Errors in a worker are raised here as :class:`~dataflow.errors.WorkerError` with the
-    worker's traceback; a worker that dies raises :class:`~dataflow.errors.WorkerDied`.
+    An exception in a worker is raised here as the same exception type, with the worker's
+    traceback as its cause; a worker that dies raises :class:`~dataflow.errors.WorkerDied`.
     Not reentrant. Close it (or use ``with``) to stop the workers; they also die with this
     process.
     """
@@ -137,32 +177,33 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         super().__init__(ds)
         stage = type(self).__name__
         self.num_proc = check_int(stage, "num_proc", num_proc)
-        self.hwm = check_int(stage, "hwm", hwm)
-        self.start_method = check_start_method(stage, start_method)
-        self.seed = seeding.check_seed(stage, seed)
-        self.timeout = check_timeout(stage, timeout)
-        self.shm_bytes = shm_bytes
-        self.copy = bool(copy)
+        hwm = check_int(stage, "hwm", hwm)
+        self.options = WorkerOptions(stage, start_method, seed, timeout, shm_bytes, copy, hwm)
+        self.hwm, self.start_method, self.seed = self.options.hwm, start_method, self.options.seed
+        self.timeout, self.shm_bytes, self.copy = self.options.timeout, shm_bytes, self.options.copy
         self._pool: ProcessPool | None = None
         self._buffer: deque[Any] = deque()
         self._guard = ReentrancyGuard(stage)
+        self._received = 0  # datapoints received since reset (what was yielded: minus the buffer)
+        self._epoch_start = 0  # datapoints yielded before the current epoch
+        self._ready: set[int] = set()
+        self._token = 0
+        self._worker_states: list[Any] | None = None  # where each worker starts (a loaded state)
+
+    def _state_upstreams(self) -> tuple[DataFlow, ...]:
+        return ()  # the flow runs in the workers; their states are this stage's own
 
     def reset_state(self) -> None:
         """Start the workers (each resets its own copy of ``ds``)."""
         self.close_workers()
-        self._buffer.clear()
-        self._pool = ProcessPool(
-            type(self).__name__,
-            zmq.PULL,
-            _runner_worker,
-            [(self.ds, (i,), seeding.resolve_seed(self.seed), self.hwm) for i in range(self.num_proc)],
-            start_method=self.start_method,
-            hwm=self.hwm,
-            timeout=self.timeout,
-            picklable={"flow": self.ds},
-            shm_bytes=self.shm_bytes,
-            copy=self.copy,
-        )
+        if self._worker_states is None:  # a fresh start; after load_state_dict, its buffer stays
+            self._buffer.clear()
+        states = self._worker_states or [None] * self.num_proc
+        self._worker_states = None
+        seed = self.options.worker_seed()
+        args = [(self.ds, i, self.options, seed, states[i]) for i in range(self.num_proc)]
+        self._received, self._ready = len(self._buffer), set()
+        self._pool = ProcessPool(self.options, _runner_worker, args, {"flow": self.ds})
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -172,14 +213,22 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
     def __len__(self) -> int:
         return len(self.ds)
 
-    def _receive(self, pool: ProcessPool) -> None:
-        kind, obj = pool.decode(pool.recv_frames())
-        if kind == tr.DATA:
-            self._buffer.append(obj)
-        elif kind == tr.GROUP:
+    def _receive(self, pool: ProcessPool) -> Any:
+        """Receive one message; returns a STATE payload, else ``None`` (data is buffered)."""
+        worker, kind, obj = pool.recv()
+        if kind == msg.GROUP:
             self._buffer.extend(obj)
+            self._received += len(obj)
+        elif kind == msg.DATA:
+            self._buffer.append(obj)
+            self._received += 1
+        elif kind == msg.READY:
+            self._ready.add(worker)
+        elif kind == msg.STATE:
+            return worker, obj
         else:
-            raise tr.worker_error(type(self).__name__, obj)
+            raise msg.error_for(type(self).__name__, obj)
+        return None
 
     def __iter__(self) -> Iterator[Any]:
         pool = self._pool
@@ -188,28 +237,96 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
                 f"{type(self).__name__} was iterated before reset_state() (or after close()); "
                 f"call reset_state() once in the process that iterates"
             )
+        delivered = self.__dict__.pop("_resume", None)
+        yielded = self._received - len(self._buffer)
+        self._epoch_start = yielded - (delivered or 0)
+        return self._track(self._epoch(pool, delivered or 0))
+
+    def _epoch(self, pool: ProcessPool, n: int) -> Iterator[Any]:
         with self._guard:
             try:
                 size: int | None = len(self.ds)
             except (TypeError, NotImplementedError):
                 size = None
             buffer = self._buffer
-            n = 0
             while size is None or n < size:
-                if not buffer:
+                while not buffer:
                     self._receive(pool)
                 yield buffer.popleft()
                 n += 1
 
     def close_workers(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
     def close(self) -> None:
         """Stop the workers and release sockets. Idempotent; ``reset_state`` restarts."""
-        self.close_workers()
-        self.ds.close()
+        try:
+            self.close_workers()
+        finally:
+            self.ds.close()
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _snapshot(self, pool: ProcessPool) -> list[Any]:
+        """Every worker's flow state at its next message boundary; the datapoints they sent
+        before it are received into the buffer meanwhile."""
+        while len(self._ready) < self.num_proc:  # control goes only to connected workers
+            self._receive(pool)
+        self._token += 1
+        for worker in range(self.num_proc):
+            pool.send(worker, msg.CONTROL, ("snapshot", self._token))
+        states: list[Any] = [None] * self.num_proc
+        missing = self.num_proc
+        while missing:
+            answer = self._receive(pool)
+            if answer is None:
+                continue
+            worker, (token, state) = answer
+            if token != self._token:
+                continue
+            if isinstance(state, msg.ErrorRecord):
+                raise msg.error_for(type(self).__name__, state)
+            states[worker] = state
+            missing -= 1
+        return states
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        stage = type(self).__name__
+        pool = self._pool
+        if pool is None:
+            states = self._worker_states or [None] * self.num_proc
+        else:
+            states = self._snapshot(pool)
+        yielded = self._received - len(self._buffer)
+        buffered = list(self._buffer)
+        return {
+            "num_proc": self.num_proc,
+            "workers": states,
+            "buffer": encode_items(stage, buffered, "datapoints received, not yielded") if buffered else None,
+            "delivered": yielded - self._epoch_start if live else 0,
+        }
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        num = int_field(stage, state, "num_proc", 1)
+        if num != self.num_proc:
+            raise StateError(
+                f"{stage}: the state was saved by {num} worker processes, this runner has "
+                f"num_proc={self.num_proc}: each worker runs its own copy of the flow, so resume "
+                f"with the same num_proc (a strict ordered parallel map resumes at any worker count)"
+            )
+        workers = field(stage, state, "workers", list)
+        if len(workers) != num or not all(w is None or isinstance(w, dict) for w in workers):
+            raise StateError(f"{stage}: the saved worker states are corrupted")
+        buffered = decode_items(stage, state, "buffer") if state.get("buffer") is not None else []
+        self._buffer = deque(buffered)
+        self._worker_states = workers
+        self.__dict__.pop("_resume", None)
+        if live:
+            self._resume = int_field(stage, state, "delivered")
+        if self._pool is not None:  # loaded after reset_state: start the workers again from it
+            self.reset_state()
 
 
 class MultiProcessRunner(MultiProcessRunnerZMQ):

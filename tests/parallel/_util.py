@@ -324,3 +324,21 @@ def make_map(kind: str, ds: DataFlow, func: Callable[[Any], Any], **kwargs: Any)
     if kind == "proc":
         return MultiProcessMapDataZMQ(ds, 2, func, **kwargs)
     return MultiThreadMapData(ds, 2, func, **kwargs)
+
+
+def check_user_error(err: BaseException, exc_type: type, message: str, frame: str, stage: str) -> None:
+    """The promise for an exception raised in a worker: the consumer gets the user's own type
+    and message, the worker's traceback (with ``frame``) shown once, and on Python 3.11+ a
+    note naming the stage and the worker; never the message repeated over and over."""
+    import sys
+    import traceback
+
+    assert type(err) is exc_type, f"got {type(err).__name__}, expected the user's {exc_type.__name__}"
+    assert str(err) == message
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    assert frame in text, "the worker's traceback is shown"
+    shown = f"{exc_type.__name__}: {message}"
+    assert 1 <= text.count(shown) <= 2, f"the message is repeated:\n{text}"
+    if sys.version_info >= (3, 11):
+        notes = getattr(err, "__notes__", [])
+        assert any(stage in n and ("worker" in n or "thread" in n) for n in notes), notes

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from dataflow.base import DataFlow
-from dataflow.errors import WorkerDied, WorkerError
+from dataflow.errors import WorkerDied
 from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
 from dataflow.parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
 from dataflow.parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
@@ -86,11 +86,11 @@ def test_close_leaves_nothing_with_start_method(method: str) -> None:
 @pytest.mark.parametrize(
     "make, exc",
     [
-        (lambda: MultiProcessRunnerZMQ(u.RaisingFlow(), num_proc=2), WorkerError),
+        (lambda: MultiProcessRunnerZMQ(u.RaisingFlow(), num_proc=2), u.MyError),
         (lambda: MultiProcessRunnerZMQ(u.SegfaultFlow(), num_proc=2), WorkerDied),
-        (lambda: MultiProcessMapDataZMQ(_src(), 2, u.fail_on_3, strict=True), WorkerError),
+        (lambda: MultiProcessMapDataZMQ(_src(), 2, u.fail_on_3, strict=True), u.MyError),
         (lambda: MultiProcessMapDataZMQ(_src(), 2, u.exit_on_3, strict=True), WorkerDied),
-        (lambda: MultiThreadMapData(_src(), 2, u.fail_on_3, strict=True), WorkerError),
+        (lambda: MultiThreadMapData(_src(), 2, u.fail_on_3, strict=True), u.MyError),
     ],
     ids=["runner_error", "runner_segv", "map_error", "map_exit", "thread_map_error"],
 )

@@ -57,10 +57,9 @@ def test_process_stage_inside_worker_is_refused(inner: str) -> None:
         nested = MultiProcessMapDataZMQ(u.Range(5), 1, u.double, strict=True)
     with MultiProcessRunnerZMQ(nested, num_proc=1) as df:
         df.reset_state()
-        with pytest.raises(WorkerError) as info:
+        with pytest.raises(RuntimeError) as info:
             list(df)
     err = info.value
-    assert not isinstance(err, WorkerDied)
+    assert not isinstance(err, (WorkerDied, WorkerError))
     assert "inside a worker process" in str(err)
     assert type(nested).__name__ in str(err)
-    assert err.type_name.endswith("RuntimeError")

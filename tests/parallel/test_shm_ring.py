@@ -1,7 +1,7 @@
-"""dataflow/parallel/_shm.py (with the framing of _transport.py): the shared-memory ring,
+"""dataflow/parallel/_shm.py (with the framing of _messages.py): the shared-memory ring,
 in one process. A :class:`RingWriter` and a :class:`RingReader` share a ring; messages are
-encoded with ``_transport.send(..., ring=writer)`` on an inproc PUSH socket and decoded with
-``_transport.decode(frames, reader)`` from the PULL end, exactly as between a worker and the
+encoded with ``_messages.send(..., ring=writer)`` on an inproc PUSH socket and decoded with
+``_messages.decode(frames, reader)`` from the PULL end, exactly as between a worker and the
 consumer."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import zmq
 
+from dataflow.parallel import _messages as tr
 from dataflow.parallel import _shm
-from dataflow.parallel import _transport as tr
 from dataflow.parallel._shm import RingReader, RingWriter
 from tests.parallel._util import leaves
 
@@ -133,7 +133,7 @@ class Channel:
     def recv(self) -> Any:
         frames = self.pull.recv_multipart(copy=False)
         self.last_descriptors = pickle.loads(frames[2].bytes) if len(frames) > 2 and frames[2].bytes else []
-        kind, obj = tr.decode(frames, self.reader)
+        _, kind, obj = tr.decode(frames, self.reader)
         assert kind == tr.DATA
         return obj
 

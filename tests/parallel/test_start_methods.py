@@ -8,7 +8,6 @@ import threading
 
 import pytest
 
-from dataflow.errors import WorkerError
 from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
 from dataflow.parallel.runners import MultiProcessRunnerZMQ
 from tests.parallel import _probes as p
@@ -56,9 +55,9 @@ def test_map_and_batch_with_start_method(method: str) -> None:
 def test_errors_cross_spawned_workers(method: str) -> None:
     with MultiProcessMapDataZMQ(u.Range(10), 2, u.fail_on_3, strict=True, start_method=method) as df:
         df.reset_state()
-        with pytest.raises(WorkerError) as info:
+        with pytest.raises(u.MyError) as info:
             list(df)
-    assert isinstance(info.value.__cause__, u.MyError)
+    u.check_user_error(info.value, u.MyError, "bad value 3", "fail_on_3", "MultiProcessMapDataZMQ")
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])

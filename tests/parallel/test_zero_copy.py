@@ -1,6 +1,6 @@
 """Zero-copy transport of large arrays through MultiProcessRunnerZMQ,
 MultiProcessMapDataZMQ and MultiProcessMapAndBatchDataZMQ (dataflow/parallel/_shm.py,
-_transport.py, _pool.py): integrity, lifetime, copy=, shm_bytes=, leaks, /dev/shm hygiene
+_messages.py, _pool.py): integrity, lifetime, copy=, shm_bytes=, leaks, /dev/shm hygiene
 on close, worker death and parent death, and the fallback when /dev/shm is too small.
 
 Workers compute a checksum of every array they produce and send it alongside; the
