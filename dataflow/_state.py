@@ -109,6 +109,12 @@ def _name(flow: object) -> str:
     return type(flow).__name__
 
 
+def _kind(flow: object) -> str:
+    """What a state must have been saved by: the class name, or a family name shared by
+    stages with one state format (a map on threads, processes or Ray)."""
+    return getattr(flow, "_state_kind", None) or type(flow).__name__
+
+
 def _children(flow: DataFlow) -> list[DataFlow]:
     return [] if _mode(type(flow)) == _CUSTOM else list(flow._state_upstreams())
 
@@ -143,6 +149,7 @@ def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
         lives = flow._upstreams_live(live) if mode == _HOOKS else [live] * len(kids)
         return {
             "stage": _name(flow),
+            "kind": _kind(flow),
             "live": bool(live),
             "state": own,
             "upstreams": [
@@ -182,7 +189,7 @@ def _walk(
     name = _name(flow)
     if not isinstance(node, Mapping) or not isinstance(node.get("stage"), str):
         raise StateError(f"{path}: the state is corrupted: expected a stage entry, got {node!r:.80}")
-    if node["stage"] != name:
+    if node.get("kind", node["stage"]) != _kind(flow):
         raise StateError(
             f"load_state_dict: the state was saved from the pipeline {saved_shape}, which differs "
             f"from this one at {path}: the state has {node['stage']} where this pipeline has {name}. "

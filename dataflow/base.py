@@ -51,6 +51,10 @@ class DataFlow(FluentMixin):
     #: upstream's) sets this to ``True`` to take part in ``state_dict()`` without hooks.
     stateless: ClassVar[bool] = False
 
+    #: Stages of one family that save the same state (a parallel map on threads, processes
+    #: or Ray) share this name, so a state saved by one loads into another.
+    _state_kind: ClassVar[str | None] = None
+
     def __iter__(self) -> Iterator[Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 

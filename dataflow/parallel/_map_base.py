@@ -45,6 +45,8 @@ RngKey = tuple[seeding.ItemSeed, int, int] | None  # (base, epoch, index of the 
 class ParallelMapBase(ProxyDataFlow):
     """Common logic of the parallel maps; see the module docstring for the semantics."""
 
+    _state_kind = "ParallelMap"  # threads, processes, Ray: one state, resumable on another
+
     def __init__(
         self,
         ds: DataFlow,
@@ -287,23 +289,26 @@ class ParallelMapBase(ProxyDataFlow):
                 self._submit_task(chunk, 0, first)
         else:
             produced = 0
-        return self._endless_run(produced)
+        self._produced = produced  # the epoch begins now, not when first pulled
+        if self._endless is None:
+            self._endless = self._forever(False)
+        return self._endless_run()
 
-    def _endless_run(self, produced: int) -> Iterator[Any]:
+    def _endless_run(self) -> Iterator[Any]:
         try:
             size: int | None = len(self)
         except (TypeError, NotImplementedError):
             size = None
-        if self._endless is None:
-            self._endless = self._forever(False)
         ready = self._ready
-        self._produced = produced
+        endless = self._endless
+        if endless is None:
+            raise RuntimeError(f"{type(self).__name__}: the endless upstream was not started")
         while size is None or self._produced < size:
             if ready:
                 self._produced += 1
                 yield ready.popleft()
                 continue
-            self._fill(self._endless, 0)
+            self._fill(endless, 0)
             self._take_result(0)
 
     # -- checkpoints ----------------------------------------------------------------------

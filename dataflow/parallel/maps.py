@@ -191,6 +191,8 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
     ``buffer_size`` (default ``3 * batch_size``) counts datapoints in flight.
     """
 
+    _state_kind = "ParallelMapAndBatch"
+
     def __init__(
         self,
         ds: DataFlow,

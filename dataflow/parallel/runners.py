@@ -333,5 +333,7 @@ class MultiProcessRunner(MultiProcessRunnerZMQ):
     """tensorpack's ``MultiProcessRunner(ds, num_prefetch, num_proc)``: the same runner, with
     ``num_prefetch`` as the transport's buffer (high-water mark)."""
 
+    _state_kind = "MultiProcessRunnerZMQ"
+
     def __init__(self, ds: DataFlow, num_prefetch: int, num_proc: int, **kwargs: Any) -> None:
         super().__init__(ds, num_proc=num_proc, hwm=num_prefetch, **kwargs)
