@@ -11,13 +11,14 @@ write carry the root attributes ``dataflow_format = "hdf5"``,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..base import DataFlow, RNGDataFlow
+from ..base import DataFlow
 from ..errors import DataFlowNotReset
+from ..sources._indexed import IndexedSource
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta, require
 
@@ -103,7 +104,7 @@ def _read_column(ds: Any) -> Any:
     return ds[...]
 
 
-class HDF5Data(RNGDataFlow):
+class HDF5Data(IndexedSource):
     """Zip the datasets ``data_paths`` of an HDF5 file: datapoint ``i`` is
     ``[file[p][i] for p in data_paths]`` (any HDF5 file; ours also restore ``str``/``bytes``).
 
@@ -111,7 +112,8 @@ class HDF5Data(RNGDataFlow):
     but never in ``__init__``); each epoch yields every row once, in order or in a new
     permutation drawn from ``self.rng`` with ``shuffle=True``. Array components are fresh
     copies. ``len`` is exact. Reentrant. Datasets of different lengths, missing paths, or a
-    file of a newer format version raise errors naming the file.
+    file of a newer format version raise errors naming the file. Checkpoints, resumes and
+    shards by row index, like :class:`~dataflow.DataFromList`.
     """
 
     def __init__(
@@ -161,19 +163,17 @@ class HDF5Data(RNGDataFlow):
         super().reset_state()
         self._load(columns=True)
 
-    def __len__(self) -> int:
+    def _num_items(self) -> int:
         if self._size is None:
             self._load(columns=False)
         return int(self._size or 0)
 
-    def __iter__(self) -> Iterator[list[Any]]:
+    def _getter(self) -> Callable[[int], list[Any]]:
         cols = self._cols
         if cols is None:
             raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        n = int(self._size or 0)
-        order = self.rng.permutation(n).tolist() if self._shuffle else range(n)
-        for i in order:
-            yield [c[i].copy() if isinstance(c, np.ndarray) and c.ndim > 1 else c[i] for c in cols]
+        deep = [isinstance(c, np.ndarray) and c.ndim > 1 for c in cols]
+        return lambda i: [c[i].copy() if d else c[i] for c, d in zip(cols, deep)]
 
 
 def _plain(value: Any) -> Any:
