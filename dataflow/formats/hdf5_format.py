@@ -133,31 +133,43 @@ class HDF5Data(IndexedSource):
         h5py = require("h5py", "hdf5", stage)
         if not os.path.isfile(self.filename):
             raise FileNotFoundError(f"{stage}: no such file: {self.filename!r}")
-        with h5py.File(self.filename, "r") as hf:
-            if "dataflow_format_version" in hf.attrs:
-                meta = {k: _plain(hf.attrs.get(f"dataflow_{k}")) for k in ("format", "count", "writer")}
-                meta["version"] = _plain(hf.attrs["dataflow_format_version"])
-                count = check_meta(stage, self.filename, meta, "hdf5", FORMAT_VERSION)
-            else:
-                count = None
-            missing = [p for p in self.data_paths if p not in hf]
-            if missing:
-                raise KeyError(
-                    f"{stage}: {self.filename} has no dataset {missing[0]!r}; data_paths={self.data_paths}"
-                )
-            lens = {p: hf[p].shape[0] if hf[p].shape else -1 for p in self.data_paths}
-            if len(set(lens.values())) != 1 or -1 in lens.values():
-                raise FormatError(
-                    f"{stage}: {self.filename}: the datasets must have the same length, got {lens}"
-                )
-            self._size = next(iter(lens.values()))
-            if count is not None and count != self._size:
-                raise FormatError(
-                    f"{stage}: {self.filename}: the file says {count} datapoints but its datasets "
-                    f"have {self._size}; it is damaged"
-                )
-            if columns:
-                self._cols = [_read_column(hf[p]) for p in self.data_paths]
+        try:
+            with h5py.File(self.filename, "r") as hf:
+                self._load_open(hf, columns)
+        except (FormatError, _NoDataset):
+            raise
+        except (OSError, RuntimeError, ValueError, TypeError, KeyError) as e:  # h5py's, for damaged files
+            raise FormatError(
+                f"{stage}: {self.filename} is not a readable HDF5 file (damaged, truncated or of "
+                f"another format): {e}"
+            ) from e
+
+    def _load_open(self, hf: Any, columns: bool) -> None:
+        stage = type(self).__name__
+        if "dataflow_format_version" in hf.attrs:
+            meta = {k: _plain(hf.attrs.get(f"dataflow_{k}")) for k in ("format", "count", "writer")}
+            meta["version"] = _plain(hf.attrs["dataflow_format_version"])
+            count = check_meta(stage, self.filename, meta, "hdf5", FORMAT_VERSION)
+        else:
+            count = None
+        missing = [p for p in self.data_paths if p not in hf]
+        if missing:
+            raise _NoDataset(
+                f"{stage}: {self.filename} has no dataset {missing[0]!r}; data_paths={self.data_paths}"
+            )
+        lens = {p: hf[p].shape[0] if hf[p].shape else -1 for p in self.data_paths}
+        if len(set(lens.values())) != 1 or -1 in lens.values():
+            raise FormatError(
+                f"{stage}: {self.filename}: the datasets must have the same length, got {lens}"
+            )
+        self._size = next(iter(lens.values()))
+        if count is not None and count != self._size:
+            raise FormatError(
+                f"{stage}: {self.filename}: the file says {count} datapoints but its datasets "
+                f"have {self._size}; it is damaged"
+            )
+        if columns:
+            self._cols = [_read_column(hf[p]) for p in self.data_paths]
 
     def reset_state(self) -> None:
         super().reset_state()
@@ -174,6 +186,10 @@ class HDF5Data(IndexedSource):
             raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
         deep = [isinstance(c, np.ndarray) and c.ndim > 1 for c in cols]
         return lambda i: [c[i].copy() if d else c[i] for c, d in zip(cols, deep)]
+
+
+class _NoDataset(KeyError):
+    """A data path the (readable) file does not have: the user's mistake, not damage."""
 
 
 def _plain(value: Any) -> Any:

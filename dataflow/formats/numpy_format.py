@@ -10,6 +10,7 @@ dict ``{"format": "npz", "version": 1, "count": n, "writer": ...}``.
 from __future__ import annotations
 
 import zipfile
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +42,7 @@ def _read(stage: str, path: str, members: tuple[str, ...]) -> dict[str, np.ndarr
             out = {m: npz[m] for m in ("meta", *members)}
     except FileNotFoundError:
         raise FileNotFoundError(f"{stage}: no such file: {path!r}") from None
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:  # zlib: compressed
         if isinstance(e, FormatError):
             raise
         raise FormatError(f"{stage}: {path} is not a readable .npz file ({type(e).__name__}: {e})") from e
