@@ -23,6 +23,7 @@ from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateError
 from . import _messages as msg
+from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._thread_util import END, Pause, get, put, stop_threads
 from .maps import _apply
@@ -81,8 +82,9 @@ class MultiThreadMapData(ParallelMapBase):
                 name=f"dataflow-map-{i}",
                 daemon=True,
             )
-            t.start()
-            self._threads.append(t)
+            self._threads.append(t)  # before it starts: whatever interrupts, _stop finds it
+            with deferred_sigint():
+                t.start()
 
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
         self._tasks.put((task_id, chunk, rng_key))
@@ -91,9 +93,12 @@ class MultiThreadMapData(ParallelMapBase):
         return get(self._results, type(self).__name__, self.timeout, self._threads)  # type: ignore[no-any-return]
 
     def _stop(self) -> None:
-        for _ in self._threads:
-            self._tasks.put(None)
-        stop_threads(self._threads, threading.Event(), None)
+        with deferred_sigint():  # bounded (~1 s): a Ctrl-C here must not strand a thread
+            for t in self._threads:
+                if t.is_alive():
+                    self._tasks.put(None)
+            stop_threads([t for t in self._threads if t.ident is not None], threading.Event(), None)
+            self._threads.clear()
 
 
 def _runner_thread(
@@ -180,8 +185,9 @@ class MultiThreadRunner(DataFlow):
                 name=f"dataflow-runner-{i}",
                 daemon=True,
             )
-            t.start()
-            self._threads.append(t)
+            self._threads.append(t)  # before it starts: whatever interrupts, close() finds it
+            with deferred_sigint():
+                t.start()
 
     def __iter__(self) -> Iterator[Any]:
         if not self._threads:
@@ -214,7 +220,10 @@ class MultiThreadRunner(DataFlow):
     def close(self) -> None:
         """Stop and join the threads (each at most ~1 s). Idempotent."""
         self._pause.release()
-        stop_threads(self._threads, self._stop, getattr(self, "_queue", None))
+        with deferred_sigint():  # bounded (~1 s): a Ctrl-C here must not strand a thread
+            started = [t for t in self._threads if t.ident is not None]
+            stop_threads(started, self._stop, getattr(self, "_queue", None))
+            self._threads.clear()
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
