@@ -25,7 +25,7 @@ from ..errors import DataFlowNotReset, StateError
 from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
-from ._thread_util import END, Pause, get, put, stop_threads
+from ._thread_util import END, POLL_S, Pause, get, put, stop_threads
 from .maps import _apply
 from .prefetch import ThreadPrefetchData
 
@@ -33,10 +33,20 @@ __all__ = ["MultiThreadMapData", "MultiThreadRunner", "ThreadPrefetchData"]
 
 
 def _map_thread(
-    tasks: queue.Queue[Any], results: queue.Queue[Any], func: Callable[..., Any], where: str
+    tasks: queue.Queue[Any],
+    results: queue.Queue[Any],
+    func: Callable[..., Any],
+    where: str,
+    stop: threading.Event,
 ) -> None:
-    while True:
-        item = tasks.get()
+    """Map tasks until ``None`` or ``stop``. Waits with a timeout: a Ctrl-C in the consumer
+    while it held the queue's condition can lose a wake-up, and a thread waiting without one
+    would then never see the end."""
+    while not stop.is_set():
+        try:
+            item = tasks.get(timeout=POLL_S)
+        except queue.Empty:
+            continue
         if item is None:
             return
         task_id, chunk, rng_key = item
@@ -75,10 +85,11 @@ class MultiThreadMapData(ParallelMapBase):
     def _start(self) -> None:
         self._tasks: queue.Queue[Any] = queue.Queue()
         self._results: queue.Queue[Any] = queue.Queue()
+        self._stopping = threading.Event()
         for i in range(self.num_thread):
             t = threading.Thread(
                 target=_map_thread,
-                args=(self._tasks, self._results, self.map_func, f"map_func in thread {i}"),
+                args=(self._tasks, self._results, self.map_func, f"map_func in thread {i}", self._stopping),
                 name=f"dataflow-map-{i}",
                 daemon=True,
             )
@@ -94,10 +105,7 @@ class MultiThreadMapData(ParallelMapBase):
 
     def _stop(self) -> None:
         with deferred_sigint():  # bounded (~1 s): a Ctrl-C here must not strand a thread
-            for t in self._threads:
-                if t.is_alive():
-                    self._tasks.put(None)
-            stop_threads([t for t in self._threads if t.ident is not None], threading.Event(), None)
+            stop_threads([t for t in self._threads if t.ident is not None], self._stopping, None)
             self._threads.clear()
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from dataflow import codec, seeding
@@ -71,7 +71,10 @@ def test_resume_in_a_new_process_equals_the_uninterrupted_stream(
     """Cut anywhere in two epochs (inside an epoch or between epochs), resume in a new process
     (an ordered parallel map at a drawn worker count, possibly another than when saved)."""
     seeding.set_seed(1)
-    ref = build(spec)
+    try:
+        ref = build(spec)
+    except ValueError:  # a batch larger than a shard without remainder: refused, rightly
+        reject()
     ref.reset_state()
     reference = run_epochs(ref, EPOCHS + 1)
     ref.close()

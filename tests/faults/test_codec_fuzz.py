@@ -47,7 +47,8 @@ def decodes_safely(data: bytes) -> None:
     except codec.CodecError:
         return
     if _check_plain(value) < 200:  # deeper values exceed the encoder's recursion limit
-        assert canon(codec.loads(codec.dumps(value))) == canon(value)
+        again = codec.dumps(value)  # bytes, not values: NaN != NaN
+        assert codec.dumps(codec.loads(again)) == again
 
 
 leaves = st.one_of(
