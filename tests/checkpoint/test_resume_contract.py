@@ -76,6 +76,7 @@ BUILDERS: dict[str, Callable[[], D.DataFlow]] = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:ShardData. sharding by position")
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_stage_resumes_to_the_uninterrupted_stream(name: str) -> None:
     cuts = check_resume(BUILDERS[name], epochs=2, max_cuts=40)
