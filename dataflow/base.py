@@ -76,6 +76,19 @@ class DataFlow(FluentMixin[T_co]):
     def __enter__(self: _F) -> _F:
         return self
 
+    def __repr__(self) -> str:
+        """The pipeline as a tree of stages with their key parameters (see :mod:`dataflow._repr`)."""
+        from ._repr import render
+
+        return render(self)
+
+    def _repr_args(self) -> dict[str, Any]:
+        """The parameters ``repr`` shows for this stage; default: the ``__init__`` arguments it
+        keeps that are required or differ from their default."""
+        from ._repr import default_repr_args
+
+        return default_repr_args(self)
+
     # -- checkpointing ----------------------------------------------------------------------
     def state_dict(self, *, allow_fast_forward: bool = False) -> dict[str, Any]:
         """The pipeline's position after the last datapoint the consumer received, with every

@@ -114,6 +114,10 @@ class DataFromArrays(IndexedSource):
     def _num_items(self) -> int:
         return self._n
 
+    def _repr_args(self) -> dict[str, Any]:
+        cols = list(self._keys) if self._keys is not None else len(self._cols)
+        return {"rows": self._n, "columns": cols, **super()._repr_args()}
+
     def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         # C-level iterators only: no per-row Python frame. Every column draws from its own
         # cursor over the same order, in lockstep; the first one reports the position.
