@@ -69,6 +69,16 @@ def test_bench_default_pipeline(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
+def test_version(tmp_path: Path) -> None:
+    import dataflow
+
+    proc = _run(["--version"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    python = sys.version.split()[0]
+    assert proc.stdout.startswith(f"dataflow-ml {dataflow.__version__} (python {python}, numpy ")
+
+
+@pytest.mark.timeout(120)
 def test_bench_profile_prints_table(tmp_path: Path) -> None:
     proc = _run(["bench", "--size", "50", "--warmup", "2", "--profile", "--no-progress"], tmp_path)
     assert proc.returncode == 0, proc.stderr
