@@ -175,8 +175,9 @@ class FluentMixin(Generic[T_co]):
 
         return ThreadPrefetchData(_as_flow(self), num_prefetch, **kwargs)
 
-    def speed_test(self, size: int = 5000, warmup: int = 0) -> SpeedResult:
-        """Reset, iterate ``size`` datapoints with a progress bar and return the throughput."""
+    def speed_test(self, size: int = 5000, warmup: int = 0, *, progress: bool = True) -> SpeedResult:
+        """Reset, iterate ``size`` datapoints with a progress bar (unless ``progress=False``)
+        and return the throughput."""
         from .tools.speed import TestDataSpeed
 
-        return TestDataSpeed(_as_flow(self), size=size, warmup=warmup).start()
+        return TestDataSpeed(_as_flow(self), size=size, warmup=warmup, progress=progress).start()
