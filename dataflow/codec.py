@@ -68,6 +68,8 @@ _EXT_COMPLEX = 4
 
 _TUPLE_MARK = object()  # decoded marker: the list it heads is a tuple
 _TUPLE_MARK_EXT = msgpack.ExtType(_EXT_TUPLE, b"")
+# Subclasses of these (IntEnum, OrderedDict...) are encoded as the base type.
+_PLAIN_BASES: tuple[type[Any], ...] = (bool, int, float, str, bytes, list, dict)
 
 
 class CodecError(DataFlowError, ValueError):
@@ -106,7 +108,7 @@ class _Encoder:
             return self.array(np.asarray(obj), _EXT_SCALAR)
         if isinstance(obj, complex):
             return msgpack.ExtType(_EXT_COMPLEX, _Packer(use_bin_type=True).pack([obj.real, obj.imag]))
-        for base in (bool, int, float, str, bytes, list, dict):  # subclasses (IntEnum, OrderedDict)
+        for base in _PLAIN_BASES:
             if isinstance(obj, base):
                 return base(obj)
         raise CodecError(

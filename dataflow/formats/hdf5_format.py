@@ -211,7 +211,14 @@ class HDF5Serializer:
     """
 
     @staticmethod
-    def save(df: DataFlow, path: PathType, data_paths: Sequence[str], *, overwrite: bool = False) -> None:
+    def save(
+        df: DataFlow,
+        path: PathType,
+        data_paths: Sequence[str],
+        *,
+        overwrite: bool = False,
+        progress: bool = True,
+    ) -> None:
         """Write one epoch of ``df`` (after ``df.reset_state()``), whose datapoints are
         lists/tuples with one component per entry of ``data_paths``. All or nothing; an
         existing file is replaced only with ``overwrite=True``."""
@@ -222,7 +229,7 @@ class HDF5Serializer:
         with atomic_write(stage, path, overwrite) as tmp, h5py.File(tmp, "w") as hf:
             columns: list[_Column] = []
             count = written = 0
-            for dp in iterate_for_save(stage, df):
+            for dp in iterate_for_save(stage, df, progress):
                 if not isinstance(dp, (list, tuple)) or len(dp) != len(paths):
                     raise ValueError(
                         f"{stage}: datapoint {count} must be a list/tuple of {len(paths)} components "

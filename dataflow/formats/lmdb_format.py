@@ -286,6 +286,7 @@ class LMDBSerializer:
         *,
         map_size: int = 1 << 30,
         overwrite: bool = False,
+        progress: bool = True,
     ) -> None:
         """Write one epoch of ``df`` (after ``df.reset_state()``) to ``path``: a file, or
         ``data.mdb`` inside ``path`` if it is an existing directory. ``write_frequency``
@@ -307,7 +308,7 @@ class LMDBSerializer:
             try:
                 batch: list[tuple[bytes, bytes]] = []
                 count = 0
-                for dp in iterate_for_save(stage, df):
+                for dp in iterate_for_save(stage, df, progress):
                     batch.append((data_key(count), codec.dumps(dp)))
                     count += 1
                     if len(batch) >= write_frequency:

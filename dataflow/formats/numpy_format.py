@@ -117,14 +117,21 @@ class NumpySerializer:
     """
 
     @staticmethod
-    def save(df: DataFlow, path: PathType, *, compressed: bool = False, overwrite: bool = False) -> None:
+    def save(
+        df: DataFlow,
+        path: PathType,
+        *,
+        compressed: bool = False,
+        overwrite: bool = False,
+        progress: bool = True,
+    ) -> None:
         """Write one epoch of ``df`` (after ``df.reset_state()``) to ``path`` (exactly that
         name: no ``.npz`` is appended), zip-compressed with ``compressed=True``. All or
         nothing; an existing file is replaced only with ``overwrite=True``."""
         stage = "NumpySerializer.save"
         path = fspath(stage, "path", path)
         with atomic_write(stage, path, overwrite) as tmp:
-            blobs = [codec.dumps(dp) for dp in iterate_for_save(stage, df)]
+            blobs = [codec.dumps(dp) for dp in iterate_for_save(stage, df, progress)]
             offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
             np.cumsum([len(b) for b in blobs], out=offsets[1:])
             data = np.frombuffer(b"".join(blobs), dtype=np.uint8)

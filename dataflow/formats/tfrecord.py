@@ -248,7 +248,7 @@ class TFRecordSerializer:
     """
 
     @staticmethod
-    def save(df: DataFlow, path: PathType, *, overwrite: bool = False) -> None:
+    def save(df: DataFlow, path: PathType, *, overwrite: bool = False, progress: bool = True) -> None:
         """Write every datapoint of one epoch of ``df`` (after ``df.reset_state()``) to
         ``path``, each encoded with the safe codec. All or nothing: the file appears at
         ``path`` only once complete (see :mod:`dataflow.formats`). An existing file is
@@ -258,7 +258,7 @@ class TFRecordSerializer:
         with atomic_write(stage, path, overwrite) as tmp, open(tmp, "wb", buffering=1 << 20) as f:
             f.write(frame(_header_payload(0)))
             count = 0
-            for dp in iterate_for_save(stage, df):
+            for dp in iterate_for_save(stage, df, progress):
                 data = codec.dumps(dp)
                 length = _COUNT.pack(len(data))
                 f.write(length + _CRC.pack(masked_crc32c(length)))
