@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from . import seeding
 from ._deprecation import warn_once
 from ._fluent import FluentMixin
+from ._legacy_state import adopt_legacy_rng_source
 from ._rng import CompatGenerator, new_rng
 from ._state_fields import load_rng, save_rng
 from .errors import DataFlowNotReset, DataFlowReentrantError, DataFlowTerminated, LengthUnknownError
@@ -59,6 +60,7 @@ class DataFlow(FluentMixin):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _adopt_legacy_protocol(cls)
+        adopt_legacy_rng_source(cls)  # tensorpack-style random sources checkpoint too
 
     def __iter__(self) -> Iterator[Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
@@ -171,7 +173,7 @@ def _adopt_legacy_protocol(cls: type) -> None:
             setattr(cls, new, ns[old])
             warn_once(
                 f"{cls.__module__}.{cls.__qualname__}.{old}",
-                f"{cls.__qualname__} defines {old}(), tensorpack's old name of {new}(); it is used "
+                f"{cls.__name__} defines {old}(), tensorpack's old name of {new}(); it is used "
                 f"as {new} for now, but rename it to {new}",
                 stacklevel=4,
             )
