@@ -24,8 +24,11 @@ def read_idx(path: str, magic: int, stage: str = "read_idx") -> np.ndarray:
     (2051: uint8 images, 2049: uint8 labels). Raises :class:`FormatError` naming the file for a
     wrong magic number or a truncated file."""
     opener: Any = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        raise FormatError(f"{stage}: {path}: cannot read it ({e})") from e
     ndim = magic & 0xFF
     head = 4 + 4 * ndim
     found = int.from_bytes(raw[:4], "big") if len(raw) >= 4 else None
