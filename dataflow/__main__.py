@@ -1,5 +1,5 @@
 """The command line: ``python -m dataflow bench [--pipeline module:function] [--size N]
-[--warmup N] [--profile] [--no-progress]``.
+[--warmup N] [--profile] [--no-progress]``, and ``python -m dataflow --version``.
 
 ``bench`` measures a pipeline's throughput with :class:`~dataflow.tools.speed.TestDataSpeed`
 (and, with ``--profile``, its per-stage breakdown with :func:`~dataflow.tools.profiling.profile`)
@@ -29,8 +29,20 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _version() -> str:
+    """``dataflow-ml X.Y.Z (python A.B.C, numpy N)``: what a bug report needs."""
+    import platform
+
+    import numpy
+
+    from dataflow import __version__
+
+    return f"dataflow-ml {__version__} (python {platform.python_version()}, numpy {numpy.__version__})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dataflow", description="Tools for dataflow pipelines.")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench = sub.add_parser(
         "bench",

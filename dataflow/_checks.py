@@ -22,6 +22,6 @@ def check_timeout(stage: str, timeout: object) -> float | None:
     """``timeout`` as seconds (a positive number) or ``None``, else a ``ValueError``."""
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not float(timeout) > 0:
         raise ValueError(f"{stage}: timeout must be a positive number of seconds or None, got {timeout!r}")
     return float(timeout)

@@ -8,98 +8,116 @@ spelling would; nothing is iterated or reset. Imports are local because ``ops`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
     from .base import DataFlow
     from .tools.speed import SpeedResult
 
-__all__ = ["FluentMixin"]
+__all__ = ["FluentMixin", "T_co", "U"]
+
+#: The datapoint type of a flow (``DataFlow[T_co]``): what ``__iter__`` yields.
+T_co = TypeVar("T_co", covariant=True)
+#: The datapoint type a ``map`` turns it into.
+U = TypeVar("U")
 
 
-class FluentMixin:
-    """Methods every :class:`~dataflow.DataFlow` has for building pipelines fluently."""
+def _as_flow(flow: FluentMixin[T_co]) -> DataFlow[T_co]:
+    """``flow`` typed as the :class:`~dataflow.DataFlow` it is (the only class mixing this in)."""
+    return cast("DataFlow[T_co]", flow)
 
-    def map(self, func: Callable[..., Any], *, item_rng: bool = False, seed: int | None = None) -> DataFlow:
+
+class FluentMixin(Generic[T_co]):
+    """Methods every :class:`~dataflow.DataFlow` has for building pipelines fluently.
+
+    Types: ``map``/``parallel_map`` turn a ``DataFlow[T]`` into a ``DataFlow[U]`` (``U``: what
+    ``func`` returns, ``None`` dropped); ``filter``, ``shuffle``, ``repeat``, ``take``,
+    ``shard``, ``cache``, ``prefetch`` and ``parallel`` keep ``T``; stages that reshape
+    datapoints (``batch``, ``select``, ``map_component``, ...) give ``DataFlow[Any]``.
+    """
+
+    def map(
+        self, func: Callable[..., U | None], *, item_rng: bool = False, seed: int | None = None
+    ) -> DataFlow[U]:
         """``MapData(self, func)``: ``func(dp)``; a ``None`` result drops the datapoint. With
         ``item_rng=True``, ``func(dp, rng)`` gets a generator seeded per datapoint (exact
         resume and the same randomness at any worker count)."""
         from .ops.map import MapData
 
-        return MapData(self, func, item_rng=item_rng, seed=seed)  # type: ignore[arg-type]
+        return MapData(_as_flow(self), func, item_rng=item_rng, seed=seed)
 
-    def map_component(self, func: Callable[[Any], Any], index: int | str = 0) -> DataFlow:
+    def map_component(self, func: Callable[[Any], Any], index: int | str = 0) -> DataFlow[Any]:
         """``MapDataComponent(self, func, index)``: replace ``dp[index]`` with ``func(dp[index])``."""
         from .ops.map import MapDataComponent
 
-        return MapDataComponent(self, func, index)  # type: ignore[arg-type]
+        return MapDataComponent(_as_flow(self), func, index)
 
-    def filter(self, predicate: Callable[[Any], bool]) -> DataFlow:
+    def filter(self, predicate: Callable[[Any], bool]) -> DataFlow[T_co]:
         """``FilterData(self, predicate)``: keep datapoints for which ``predicate(dp)`` is true."""
         from .ops.map import FilterData
 
-        return FilterData(self, predicate)  # type: ignore[arg-type]
+        return FilterData(_as_flow(self), predicate)
 
-    def select(self, idxs: Sequence[int | str]) -> DataFlow:
+    def select(self, idxs: Sequence[int | str]) -> DataFlow[Any]:
         """``SelectComponent(self, idxs)``: keep (and reorder) the given components."""
         from .ops.map import SelectComponent
 
-        return SelectComponent(self, idxs)  # type: ignore[arg-type]
+        return SelectComponent(_as_flow(self), idxs)
 
-    def batch(self, batch_size: int, remainder: bool = False, use_list: bool = False) -> DataFlow:
+    def batch(self, batch_size: int, remainder: bool = False, use_list: bool = False) -> DataFlow[Any]:
         """``BatchData(self, batch_size, remainder, use_list)``."""
         from .ops.batch import BatchData
 
-        return BatchData(self, batch_size, remainder=remainder, use_list=use_list)  # type: ignore[arg-type]
+        return BatchData(_as_flow(self), batch_size, remainder=remainder, use_list=use_list)
 
-    def padded_batch(self, batch_size: int, padding_value: Any = 0, remainder: bool = False) -> DataFlow:
+    def padded_batch(self, batch_size: int, padding_value: Any = 0, remainder: bool = False) -> DataFlow[Any]:
         """``PaddedBatchData(self, batch_size, padding_value, remainder)``."""
         from .ops.padded_batch import PaddedBatchData
 
-        return PaddedBatchData(self, batch_size, padding_value=padding_value, remainder=remainder)  # type: ignore[arg-type]
+        return PaddedBatchData(_as_flow(self), batch_size, padding_value=padding_value, remainder=remainder)
 
-    def shuffle(self, buffer_size: int, num_reuse: int = 1, seed: int | None = None) -> DataFlow:
+    def shuffle(self, buffer_size: int, num_reuse: int = 1, seed: int | None = None) -> DataFlow[T_co]:
         """``LocallyShuffleData(self, buffer_size, num_reuse, seed=seed)``."""
         from .ops.shuffle import LocallyShuffleData
 
-        return LocallyShuffleData(self, buffer_size, num_reuse=num_reuse, seed=seed)  # type: ignore[arg-type]
+        return LocallyShuffleData(_as_flow(self), buffer_size, num_reuse=num_reuse, seed=seed)
 
-    def repeat(self, num: int = -1) -> DataFlow:
+    def repeat(self, num: int = -1) -> DataFlow[T_co]:
         """``RepeatedData(self, num)``: ``num`` epochs of ``self`` as one; ``-1`` repeats forever."""
         from .ops.repeat import RepeatedData
 
-        return RepeatedData(self, num)  # type: ignore[arg-type]
+        return RepeatedData(_as_flow(self), num)
 
-    def take(self, n: int) -> DataFlow:
+    def take(self, n: int) -> DataFlow[T_co]:
         """``TakeData(self, n)``: at most the first ``n`` datapoints of each epoch."""
         from .ops.repeat import TakeData
 
-        return TakeData(self, n)  # type: ignore[arg-type]
+        return TakeData(_as_flow(self), n)
 
-    def shard(self, num_shards: int, index: int, equal: bool = True, pad: bool = False) -> DataFlow:
+    def shard(self, num_shards: int, index: int, equal: bool = True, pad: bool = False) -> DataFlow[T_co]:
         """``ShardData(self, num_shards, index, equal, pad)``: rank ``index``'s disjoint part of
         every epoch (by index right after a random-access source, else by position)."""
         from .ops.shard import ShardData
 
-        return ShardData(self, num_shards, index, equal=equal, pad=pad)  # type: ignore[arg-type]
+        return ShardData(_as_flow(self), num_shards, index, equal=equal, pad=pad)
 
-    def cache(self, shuffle: bool = False, seed: int | None = None) -> DataFlow:
+    def cache(self, shuffle: bool = False, seed: int | None = None) -> DataFlow[T_co]:
         """``CacheData(self, shuffle, seed=seed)``: keep the first complete pass in memory."""
         from .ops.cache import CacheData
 
-        return CacheData(self, shuffle=shuffle, seed=seed)  # type: ignore[arg-type]
+        return CacheData(_as_flow(self), shuffle=shuffle, seed=seed)
 
     def interleave(
         self, func: Callable[[Any], Any], cycle_length: int = 2, block_length: int = 1
-    ) -> DataFlow:
+    ) -> DataFlow[Any]:
         """``InterleaveData(self, func, cycle_length, block_length)``."""
         from .ops.interleave import InterleaveData
 
-        return InterleaveData(self, func, cycle_length=cycle_length, block_length=block_length)  # type: ignore[arg-type]
+        return InterleaveData(_as_flow(self), func, cycle_length=cycle_length, block_length=block_length)
 
     def parallel_map(
         self,
-        func: Callable[[Any], Any],
+        func: Callable[[Any], U | None],
         num_proc: int | None = None,
         num_thread: int | None = None,
         *,
@@ -107,7 +125,7 @@ class FluentMixin:
         strict: bool = True,
         buffer_size: int = 200,
         **kwargs: Any,
-    ) -> DataFlow:
+    ) -> DataFlow[U]:
         """``func`` in ``num_proc`` processes (``MultiProcessMapDataZMQ``) or ``num_thread``
         threads (``MultiThreadMapData``); give exactly one of the two.
 
@@ -115,50 +133,51 @@ class FluentMixin:
         ``ordered=True, strict=True``: it behaves like ``.map(func)``, only faster: the same
         datapoints in the same order, one exact pass per epoch.
         """
-        if (num_proc is None) == (num_thread is None):
-            raise ValueError(
-                f"parallel_map: give exactly one of num_proc= (processes) or num_thread= (threads), "
-                f"got num_proc={num_proc!r}, num_thread={num_thread!r}"
-            )
-        if num_proc is not None:
+        if num_proc is not None and num_thread is None:
             from .parallel.maps import MultiProcessMapDataZMQ
 
             return MultiProcessMapDataZMQ(
-                self,
+                _as_flow(self),
                 num_proc,
                 func,
                 buffer_size,
                 strict,
                 ordered=ordered,
-                **kwargs,  # type: ignore[arg-type]
+                **kwargs,
             )
-        from .parallel.threads import MultiThreadMapData
+        if num_thread is not None and num_proc is None:
+            from .parallel.threads import MultiThreadMapData
 
-        return MultiThreadMapData(
-            self,
-            num_thread,
-            func,
-            buffer_size,
-            strict,
-            ordered=ordered,
-            **kwargs,  # type: ignore[arg-type]
+            return MultiThreadMapData(
+                _as_flow(self),
+                num_thread,
+                func,
+                buffer_size,
+                strict,
+                ordered=ordered,
+                **kwargs,
+            )
+        raise ValueError(
+            f"parallel_map: give exactly one of num_proc= (processes) or num_thread= (threads), "
+            f"got num_proc={num_proc!r}, num_thread={num_thread!r}"
         )
 
-    def parallel(self, num_proc: int = 1, **kwargs: Any) -> DataFlow:
+    def parallel(self, num_proc: int = 1, **kwargs: Any) -> DataFlow[T_co]:
         """``MultiProcessRunnerZMQ(self, num_proc, **kwargs)``: run copies of this flow in
         ``num_proc`` processes (each produces the whole flow: see the class)."""
         from .parallel.runners import MultiProcessRunnerZMQ
 
-        return MultiProcessRunnerZMQ(self, num_proc, **kwargs)  # type: ignore[arg-type]
+        return MultiProcessRunnerZMQ(_as_flow(self), num_proc, **kwargs)
 
-    def prefetch(self, num_prefetch: int = 2, **kwargs: Any) -> DataFlow:
+    def prefetch(self, num_prefetch: int = 2, **kwargs: Any) -> DataFlow[T_co]:
         """``ThreadPrefetchData(self, num_prefetch)``: read ahead in a background thread."""
         from .parallel.threads import ThreadPrefetchData
 
-        return ThreadPrefetchData(self, num_prefetch, **kwargs)  # type: ignore[arg-type]
+        return ThreadPrefetchData(_as_flow(self), num_prefetch, **kwargs)
 
-    def speed_test(self, size: int = 5000, warmup: int = 0) -> SpeedResult:
-        """Reset, iterate ``size`` datapoints with a progress bar and return the throughput."""
+    def speed_test(self, size: int = 5000, warmup: int = 0, *, progress: bool = True) -> SpeedResult:
+        """Reset, iterate ``size`` datapoints with a progress bar (unless ``progress=False``)
+        and return the throughput."""
         from .tools.speed import TestDataSpeed
 
-        return TestDataSpeed(self, size=size, warmup=warmup).start()  # type: ignore[arg-type]
+        return TestDataSpeed(_as_flow(self), size=size, warmup=warmup, progress=progress).start()

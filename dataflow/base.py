@@ -25,11 +25,11 @@ import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from types import GeneratorType, TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from . import seeding
 from ._deprecation import warn_once
-from ._fluent import FluentMixin
+from ._fluent import FluentMixin, T_co
 from ._legacy_state import adopt_legacy_rng_source
 from ._rng import CompatGenerator, new_rng
 from ._state_fields import load_rng, save_rng
@@ -40,13 +40,19 @@ __all__ = ["DataFlow", "DataFlowTerminated", "Datapoint", "ProxyDataFlow", "RNGD
 #: The type of a datapoint, a list/tuple of components or a dict of named components.
 Datapoint = list | tuple | dict
 
+_F = TypeVar("_F", bound="DataFlow[Any]")
 
-class DataFlow(FluentMixin):
+
+class DataFlow(FluentMixin[T_co]):
     """Base class of every flow. Subclasses implement ``__iter__`` (and ``__len__`` if known).
 
     Thread/fork safety: a flow is built in one process and may be forked or pickled before
     ``reset_state()``; after it, it belongs to the process (and, unless documented, the
     thread) that iterates it.
+
+    Generic in the datapoint type: ``DataFlow[T]`` yields ``T`` (``DataFromList([1, 2])`` is a
+    ``DataFlow[int]``, ``.map(str)`` of it a ``DataFlow[str]``); ``DataFlow`` alone means
+    ``DataFlow[Any]``.
     """
 
     #: A stage whose ``__iter__`` keeps nothing between datapoints (its position is its
@@ -62,7 +68,7 @@ class DataFlow(FluentMixin):
         _adopt_legacy_protocol(cls)
         adopt_legacy_rng_source(cls)  # tensorpack-style random sources checkpoint too
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
     def __len__(self) -> int:
@@ -74,7 +80,7 @@ class DataFlow(FluentMixin):
     def close(self) -> None:
         """Release processes, threads, sockets, shared memory and files this flow owns."""
 
-    def __enter__(self) -> DataFlow:
+    def __enter__(self: _F) -> _F:
         return self
 
     # -- tensorpack's old spellings ---------------------------------------------------------
@@ -87,6 +93,19 @@ class DataFlow(FluentMixin):
         """Deprecated spelling of ``len(df)`` (tensorpack's old name); warns once."""
         warn_once("DataFlow.size", "df.size() is deprecated: use len(df)")
         return len(self)
+
+    def __repr__(self) -> str:
+        """The pipeline as a tree of stages with their key parameters (see :mod:`dataflow._repr`)."""
+        from ._repr import render
+
+        return render(self)
+
+    def _repr_args(self) -> dict[str, Any]:
+        """The parameters ``repr`` shows for this stage; default: the ``__init__`` arguments it
+        keeps that are required or differ from their default."""
+        from ._repr import default_repr_args
+
+        return default_repr_args(self)
 
     # -- checkpointing ----------------------------------------------------------------------
     def state_dict(self, *, allow_fast_forward: bool = False) -> dict[str, Any]:
@@ -256,7 +275,7 @@ class ProxyDataFlow(DataFlow):
         return (self.ds,)
 
 
-class RNGDataFlow(DataFlow):
+class RNGDataFlow(DataFlow[T_co]):
     """A flow with its own random generator ``self.rng``: a :class:`numpy.random.Generator`
     that also answers tensorpack's ``RandomState`` calls (``randint``, ``rand``, ``randn``...;
     see :class:`~dataflow._rng.CompatGenerator`), one stream behind both.

@@ -63,9 +63,19 @@ def pipelines_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_bench_default_pipeline(tmp_path: Path) -> None:
     proc = _run(["bench", "--size", "500", "--no-progress"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "500 items in" in proc.stdout and "items/s" in proc.stdout
+    assert "500 dp in" in proc.stdout and "dp/s" in proc.stdout
     assert "dataflow.tools.demo:demo_pipeline" in proc.stdout
     assert "%|" not in proc.stderr  # --no-progress: no tqdm bar
+
+
+@pytest.mark.timeout(120)
+def test_version(tmp_path: Path) -> None:
+    import dataflow
+
+    proc = _run(["--version"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    python = sys.version.split()[0]
+    assert proc.stdout.startswith(f"dataflow-ml {dataflow.__version__} (python {python}, numpy ")
 
 
 @pytest.mark.timeout(120)
@@ -82,7 +92,7 @@ def test_bench_user_pipeline(tmp_path: Path, pipelines_module: str) -> None:
     proc = _run(args, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "-> MapData" in proc.stdout
-    assert "250 items in" in proc.stdout and "3 epochs" in proc.stdout
+    assert "250 dp in" in proc.stdout and "3 epochs" in proc.stdout
 
 
 @pytest.mark.timeout(120)
@@ -126,7 +136,7 @@ def test_main_in_process(pipelines_module: str, capsys: pytest.CaptureFixture[st
                  "--no-progress", "--profile"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "20 items in" in out and "slowest: #" in out and "DataFromList" in out
+    assert "20 dp in" in out and "slowest: #" in out and "DataFromList" in out
 
 
 def test_main_function_needing_arguments_exits_2(

@@ -18,7 +18,7 @@ import os
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,10 @@ from ..ops.shard import ShardData
 from ._require import require
 
 torch = require("torch", "torch", "dataflow.adapters.torch")
+if TYPE_CHECKING:
+    from torch.utils.data import IterableDataset
+else:
+    IterableDataset = torch.utils.data.IterableDataset
 
 __all__ = ["DataFlowDataset", "DevicePrefetcher", "to_tensors", "to_torch"]
 
@@ -54,7 +58,7 @@ def to_tensors(obj: Any) -> Any:
     return obj
 
 
-class DataFlowDataset(torch.utils.data.IterableDataset):  # type: ignore[misc]
+class DataFlowDataset(IterableDataset[Any]):
     """An ``IterableDataset`` over a DataFlow (build it with :func:`to_torch`).
 
     The flow is reset once in each process that iterates it (the main process, or each

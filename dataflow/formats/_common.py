@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from typing import Any, Union
 
+from .._progress import check_progress, progress_bar, progress_enabled
 from ..errors import DataFlowError
 
 __all__ = [
@@ -87,21 +88,21 @@ def check_meta(stage: str, path: str, meta: Any, fmt: str, supported: int) -> in
     return count
 
 
-def iterate_for_save(stage: str, df: Any) -> Iterator[Any]:
+def iterate_for_save(stage: str, df: Any, progress: bool = True) -> Iterator[Any]:
     """``df.reset_state()``, then its datapoints, with a tqdm progress bar when ``len(df)``
-    is known. The flow is not closed (the caller owns it)."""
-    from tqdm import tqdm
-
+    is known and ``progress`` (see :mod:`dataflow._progress`). The flow is not closed (the
+    caller owns it)."""
+    check_progress(stage, progress)
     check_flow(stage, df)
     df.reset_state()
     try:
         total: int | None = len(df)
     except (TypeError, NotImplementedError):  # LengthUnknownError is both
         total = None
-    if total is None:
+    if total is None or not progress_enabled(progress):
         yield from df
         return
-    with tqdm(total=total, desc=stage, unit="dp", dynamic_ncols=True, leave=False) as bar:
+    with progress_bar(stage, progress, total=total, desc=stage, leave=False) as bar:
         for dp in df:
             yield dp
             bar.update()

@@ -55,9 +55,9 @@ def replace_component(stage: str, dp: Any, index: Any, value: Any) -> Any:
     if isinstance(dp, dict):
         if index not in dp:
             raise component_error(stage, dp, index)
-        out = dict(dp)
-        out[index] = value
-        return out
+        new = dict(dp)
+        new[index] = value
+        return new
     elif isinstance(dp, (list, tuple)):
         out = list(dp)
     else:

@@ -29,6 +29,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..errors import WorkerDied
+from ._interrupts import deferred_sigint
 
 __all__ = [
     "START_METHODS",
@@ -82,11 +83,14 @@ def start_workers(
     context: BaseContext,
     target: Callable[..., None],
     args_per_worker: Sequence[tuple[Any, ...]],
+    into: list[BaseProcess] | None = None,
 ) -> list[BaseProcess]:
     """Start one daemon process per argument tuple; each calls ``target(*args)``.
 
     ``target`` must call :func:`bootstrap_worker` first. Refuses to run inside a worker
-    process of another runner (daemon processes cannot have children).
+    process of another runner (daemon processes cannot have children). Each process is
+    appended to ``into`` (the owner's list) *before* it starts, so whatever interrupts the
+    start, the owner's cleanup finds every process that may be running.
     """
     if mp.current_process().daemon:
         raise RuntimeError(
@@ -95,16 +99,25 @@ def start_workers(
             f"or move this stage out of the outer runner"
         )
     parent = (os.getpid(), threading.current_thread() is threading.main_thread())
-    procs = []
+    procs: list[BaseProcess] = [] if into is None else into
+    first = len(procs)
     try:
         for args in args_per_worker:
             proc = context.Process(target=target, args=(parent, *args), daemon=True)  # type: ignore[attr-defined]
-            proc.start()
             procs.append(proc)
+            with deferred_sigint():  # a fork must not happen without the owner knowing its pid
+                proc.start()
     except BaseException:
-        stop_workers(procs)
+        stop_workers(procs[first:])
         raise
-    return procs
+    return procs[first:]
+
+
+def _started(proc: BaseProcess) -> bool:
+    try:
+        return proc.pid is not None
+    except ValueError:  # closed: it was started and released
+        return False
 
 
 def bootstrap_worker(parent: tuple[int, bool]) -> None:
@@ -190,6 +203,7 @@ def stop_workers(procs: Sequence[BaseProcess], timeout: float = 1.0) -> None:
 
     Interrupt-safe: if a join is interrupted (Ctrl-C), every process still running is
     killed before the exception goes on, so no worker outlives a ``close()``."""
+    procs = [p for p in procs if _started(p)]  # a start interrupted before fork left nothing
     try:
         for proc in procs:
             if proc.exitcode is None:

@@ -25,6 +25,7 @@ import zmq.utils.monitor
 
 from .. import codec
 from .._checks import check_int, check_timeout
+from .._progress import check_progress, progress_bar
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateUnsupportedError
 from ._messages import recv_parts
@@ -83,7 +84,7 @@ def send_dataflow_zmq(
     ``format`` is accepted for compatibility: only ``None``/``"codec"`` (the safe codec) is
     supported — pickle never crosses machines. With CURVE, pass this sender's
     ``curve_keypair`` and the receiver's public key as ``curve_server_key``. A tqdm bar
-    reports the throughput.
+    reports the throughput (``progress=False`` or ``TQDM_DISABLE=1`` hide it).
     """
     stage = "send_dataflow_zmq"
     if format not in (None, "codec"):
@@ -91,7 +92,7 @@ def send_dataflow_zmq(
             f"{stage}: format={format!r} is not supported; only the safe codec (format=None) is sent"
         )
     check_int(stage, "hwm", hwm)
-    from tqdm import tqdm
+    check_progress(stage, progress)
 
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
@@ -111,7 +112,7 @@ def send_dataflow_zmq(
         except (TypeError, NotImplementedError):
             total = None
         n = 0
-        with tqdm(total=total, disable=not progress, unit="dp", desc=stage, smoothing=0.1) as bar:
+        with progress_bar(stage, progress, total=total, desc=stage, smoothing=0.1) as bar:
             while True:
                 start = n
                 for dp in df:

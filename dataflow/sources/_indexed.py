@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
+from .._fluent import T_co
 from .._state_fields import exhausted, field, int_field, plain_rng_state, position
 from ..base import RNGDataFlow
 from ..errors import StateError
@@ -24,7 +25,7 @@ from ._order import Level, ShardSpec, epoch_order, shard_length
 __all__ = ["IndexedSource", "cursor"]
 
 
-class IndexedSource(RNGDataFlow):
+class IndexedSource(RNGDataFlow[T_co]):
     """A source of ``_num_items()`` items read by index, optionally shuffled every epoch.
 
     Subclasses implement :meth:`_num_items` and :meth:`_getter` (or :meth:`_open` for a faster

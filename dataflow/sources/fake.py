@@ -112,6 +112,9 @@ class FakeData(RNGDataFlow):
         self.random = random
         self._fixed: list[np.ndarray] = []
 
+    def _repr_args(self) -> dict[str, Any]:
+        return {"shapes": [c[0] for c in self._components], **super()._repr_args()}
+
     def __len__(self) -> int:
         return self._size
 

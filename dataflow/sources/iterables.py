@@ -19,6 +19,7 @@ from operator import itemgetter
 from types import GeneratorType
 from typing import Any
 
+from .._fluent import T_co
 from .._state import save_options
 from .._state_fields import exhausted, field, int_field, position
 from ..base import DataFlow, ReentrancyGuard
@@ -42,7 +43,7 @@ def _closing(counter: Iterator[tuple[int, Any]], it: Iterator[Any]) -> Iterator[
             close()
 
 
-class DataFromIterable(DataFlow):
+class DataFromIterable(DataFlow[T_co]):
     """Yield ``iter(iterable)`` each epoch, in its order.
 
     ``len`` is ``len(iterable)`` when it has one, else
@@ -55,7 +56,7 @@ class DataFromIterable(DataFlow):
 
     _hint = "pass a re-iterable (e.g. a list) or use DataFromGenerator(function)"
 
-    def __init__(self, iterable: Iterable[Any]) -> None:
+    def __init__(self, iterable: Iterable[T_co]) -> None:
         if not isinstance(iterable, Iterable):
             raise TypeError(f"DataFromIterable: iterable must be iterable, got {type(iterable).__name__}")
         self._itr: Any = iterable
@@ -151,7 +152,7 @@ class DataFromIterable(DataFlow):
                 self._resume = pos
 
 
-class DataFromGenerator(DataFromIterable):
+class DataFromGenerator(DataFromIterable[T_co]):
     """Yield the datapoints of ``gen()`` (a fresh call every epoch), or of the iterable ``gen``.
 
     With a callable, any number of epochs, reentrant. With a generator or other iterator
@@ -163,7 +164,7 @@ class DataFromGenerator(DataFromIterable):
 
     _hint = "pass a generator *function*: DataFromGenerator(make_gen), not make_gen()"
 
-    def __init__(self, gen: Callable[[], Iterable[Any]] | Iterable[Any], size: int | None = None) -> None:
+    def __init__(self, gen: Callable[[], Iterable[T_co]] | Iterable[T_co], size: int | None = None) -> None:
         if not callable(gen) and not isinstance(gen, Iterable):
             raise TypeError(
                 f"DataFromGenerator: gen must be a function returning an iterable, "

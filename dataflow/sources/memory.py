@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fluent import T_co
 from ._indexed import IndexedSource, cursor
 
 __all__ = ["DataFromArrays", "DataFromList", "is_int"]
@@ -20,7 +21,7 @@ def is_int(v: object, minimum: int) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and bool(v >= minimum)
 
 
-class DataFromList(IndexedSource):
+class DataFromList(IndexedSource[T_co]):
     """Yield the elements of a sequence ``lst``, each element being one datapoint.
 
     Every epoch yields every element exactly once: in order with ``shuffle=False``, else in a
@@ -31,7 +32,7 @@ class DataFromList(IndexedSource):
     ``.shard()`` right above it reads only that rank's indices.
     """
 
-    def __init__(self, lst: Sequence[Any], shuffle: bool = True, seed: int | None = None) -> None:
+    def __init__(self, lst: Sequence[T_co], shuffle: bool = True, seed: int | None = None) -> None:
         super().__init__(seed)
         if isinstance(lst, (str, bytes, Mapping)) or not (
             hasattr(lst, "__len__") and hasattr(lst, "__getitem__")
@@ -55,7 +56,7 @@ class DataFromList(IndexedSource):
     def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         lst = self.lst
         if type(lst) in (list, tuple) and order == range(len(lst)):
-            cur = iter(lst)  # the fastest epoch there is: no index, no call per datapoint
+            cur: Iterator[Any] = iter(lst)  # the fastest epoch there is: no index, no call per datapoint
             if start:
                 cur.__setstate__(start)  # type: ignore[attr-defined]
             return cur, cur, cur
@@ -112,6 +113,10 @@ class DataFromArrays(IndexedSource):
 
     def _num_items(self) -> int:
         return self._n
+
+    def _repr_args(self) -> dict[str, Any]:
+        cols = list(self._keys) if self._keys is not None else len(self._cols)
+        return {"rows": self._n, "columns": cols, **super()._repr_args()}
 
     def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         # C-level iterators only: no per-row Python frame. Every column draws from its own

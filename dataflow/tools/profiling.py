@@ -19,15 +19,13 @@ upstream's time included (``includes_upstream``); the stages below it then show 
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tqdm import tqdm
-
 from .._checks import check_int
+from .._progress import UNIT, progress_bar
 from ..base import DataFlow, ProxyDataFlow
 from .speed import format_seconds
 
@@ -100,7 +98,7 @@ class ProfileResult:
         slow = self.slowest
         lines.append(
             f"slowest: #{slow.index} {slow.label} ({slow.share:.1f}% of the time); "
-            f"{self.count} items in {self.seconds:.3f} s with profiling on"
+            f"{self.count} {UNIT} in {self.seconds:.3f} s with profiling on"
         )
         if any(s.includes_upstream for s in self.stages):
             lines.append("* includes the time of its upstream(s), which could not be timed separately")
@@ -224,7 +222,7 @@ def profile(
         df: the top of the chain.
         size: datapoints of ``df`` to time (> 0); ``df`` is iterated again if it ends earlier.
         warmup: datapoints of ``df`` drawn, untimed, first (>= 0).
-        progress: show a tqdm progress bar on stderr.
+        progress: show a tqdm progress bar on stderr (``TQDM_DISABLE=1`` hides it too).
         reset: call ``df.reset_state()`` first (once). Pass ``False`` if it was already reset.
 
     Returns:
@@ -246,7 +244,7 @@ def profile(
             pass
         for p in proxies:
             p.zero()
-        with tqdm(total=size, disable=not progress, unit="dp", file=sys.stderr) as bar:
+        with progress_bar("profile", progress, total=size) as bar:
             step, done = max(1, size // 100), 0
             t = time.perf_counter()
             while done < size:

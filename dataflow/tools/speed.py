@@ -9,16 +9,15 @@ own cost is a fraction of a microsecond per datapoint.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from .._checks import check_int
+from .._progress import UNIT, check_progress, progress_bar
 from ..base import DataFlow, ProxyDataFlow
 
 __all__ = ["SpeedResult", "TestDataSpeed"]
@@ -70,7 +69,7 @@ class SpeedResult:
             extra.append(f"{self.epochs} epochs")
         tail = f" ({', '.join(extra)})" if extra else ""
         return (
-            f"{self.count} items in {self.seconds:.3f} s: {self.items_per_sec:,.1f} items/s; "
+            f"{self.count} {UNIT} in {self.seconds:.3f} s: {self.items_per_sec:,.1f} {UNIT}/s; "
             f"latency p50 {format_seconds(self.latency_p50)}, "
             f"p90 {format_seconds(self.latency_p90)}, p99 {format_seconds(self.latency_p99)}, "
             f"max {format_seconds(self.latency_max)}{tail}"
@@ -88,7 +87,7 @@ class TestDataSpeed(ProxyDataFlow):
         size: number of datapoints to time (> 0). When ``ds`` ends earlier, a new epoch is
             started, as many times as needed; an epoch with no datapoint raises ``ValueError``.
         warmup: datapoints to draw, untimed, before timing (>= 0), e.g. to let workers start.
-        progress: show a tqdm progress bar on stderr.
+        progress: show a tqdm progress bar on stderr (``TQDM_DISABLE=1`` hides it too).
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -97,7 +96,7 @@ class TestDataSpeed(ProxyDataFlow):
         super().__init__(ds)
         self.test_size = check_int("TestDataSpeed", "size", size, 1)
         self.warmup = check_int("TestDataSpeed", "warmup", warmup, 0)
-        self.progress = bool(progress)
+        self.progress = check_progress("TestDataSpeed", progress)
         self._reset_called = False
 
     def reset_state(self) -> None:
@@ -147,9 +146,7 @@ class TestDataSpeed(ProxyDataFlow):
         epochs, in_epoch, left = 1, 0, self.warmup
         if not left:
             return it, epochs, in_epoch
-        with tqdm(
-            total=left, disable=not self.progress, desc="warmup", unit="dp", leave=False, file=sys.stderr
-        ) as bar:
+        with progress_bar("TestDataSpeed", self.progress, total=left, desc="warmup", leave=False) as bar:
             while left:
                 try:
                     next(it)
@@ -168,9 +165,7 @@ class TestDataSpeed(ProxyDataFlow):
         times = [0.0] * (size + 1)
         clock = time.perf_counter
         i = shown = 0
-        with tqdm(
-            total=size, disable=not self.progress, smoothing=0.2, unit="dp", leave=True, file=sys.stderr
-        ) as bar:
+        with progress_bar("TestDataSpeed", self.progress, total=size, smoothing=0.2, leave=True) as bar:
             next_ui = clock() + _UI_INTERVAL
             times[0] = clock()
             while True:

@@ -65,7 +65,7 @@ def test_str_is_one_line_summary() -> None:
     result = TestDataSpeed(ListFlow(_points(50)), size=20, warmup=3, progress=False).start()
     text = str(result)
     assert "\n" not in text
-    assert "20 items" in text and "items/s" in text and "p50" in text and "p99" in text
+    assert "20 dp in" in text and "dp/s" in text and "p50" in text and "p99" in text
     assert "3 warmup" in text
 
 
