@@ -127,7 +127,7 @@ class TFRecordData(DataFlow):
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise ValueError(f"{stage}: size must be an int >= 0 or None, got {size!r}")
         self.decode = bool(decode)
-        self.size = size
+        self._size = size
         self.verify_crc = bool(verify_crc)
         self._counts: list[int | None] | None = None
 
@@ -145,9 +145,9 @@ class TFRecordData(DataFlow):
                 ours = first[2][:8] == HEADER_MAGIC
                 counts.append(_parse_header(stage, path, first[2]) if ours else None)
         known = [c for c in counts if c is not None]
-        if self.size is not None and len(known) == len(counts) and sum(known) != self.size:
+        if self._size is not None and len(known) == len(counts) and sum(known) != self._size:
             raise ValueError(
-                f"{stage}: size={self.size} but the file headers say {sum(known)} records; "
+                f"{stage}: size={self._size} but the file headers say {sum(known)} records; "
                 f"leave size=None to use the headers"
             )
         return counts
@@ -156,8 +156,8 @@ class TFRecordData(DataFlow):
         self._counts = self._read_counts()
 
     def __len__(self) -> int:
-        if self.size is not None:
-            return self.size
+        if self._size is not None:
+            return self._size
         if self._counts is None:
             self._counts = self._read_counts()
         counts = self._counts
