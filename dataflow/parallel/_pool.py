@@ -14,6 +14,8 @@ sent it.
 from __future__ import annotations
 
 import os
+import pickle
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -28,6 +30,7 @@ from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._options import WorkerOptions
 from ._process import (
+    Pickled,
     bootstrap_worker,
     check_picklable,
     check_workers,
@@ -73,7 +76,10 @@ class ProcessPool:
         self.rings: RingReader | None = None
         context = get_context(stage, options.start_method)
         self.start_method = context.get_start_method()
-        check_picklable(stage, self.start_method, **picklable)
+        pickled = check_picklable(stage, self.start_method, **picklable)
+        if pickled:  # the workers unpickle these themselves, and report a failure as an error
+            ids = {id(obj): pickled[name] for name, obj in picklable.items()}
+            worker_args = [tuple(ids.get(id(a), a) for a in args) for args in worker_args]
         self.endpoint = msg.new_endpoint(stage.lower())
         # Registered before anything is created, filled in as things are: whatever a Ctrl-C
         # interrupts here, close() (or garbage collection) releases what exists.
@@ -218,6 +224,19 @@ class WorkerLink:
 
     def send_error(self, exc: BaseException, where: str) -> None:
         msg.send(self.sock, msg.ERROR, msg.capture_error(exc, where), worker=self.index)
+
+    def rebuild(self, obj: Any) -> Any:
+        """``obj``, unpickled here if it came pickled (spawn/forkserver). If that fails, the
+        consumer gets the error (the user's exception type, naming the object) and this
+        worker idles until it is stopped."""
+        if not isinstance(obj, Pickled):
+            return obj
+        try:
+            return pickle.loads(obj.data)
+        except BaseException as e:
+            self.send_error(e, f"rebuilding the {obj.name} in worker {self.index} (pid {self.pid})")
+            threading.Event().wait()  # exiting could drop the message; the consumer stops us
+            raise
 
     def poll_control(self) -> Any | None:
         """A pending control request, without waiting (``None`` if there is none)."""

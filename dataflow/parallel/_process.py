@@ -33,6 +33,7 @@ from ._interrupts import deferred_sigint
 
 __all__ = [
     "START_METHODS",
+    "Pickled",
     "bootstrap_worker",
     "check_workers",
     "get_context",
@@ -63,19 +64,40 @@ def check_start_method(stage: str, start_method: str | None) -> str | None:
     return start_method
 
 
-def check_picklable(stage: str, start_method: str, **objects: Any) -> None:
-    """Under spawn/forkserver the workers' arguments are pickled: fail early and clearly."""
+class Pickled:
+    """An object sent to spawn/forkserver workers already pickled (by
+    :func:`check_picklable`), so that the worker unpickles it itself, where a failure is
+    reported to the consumer as an error naming the object (see
+    :meth:`~._pool.WorkerLink.rebuild`), not a worker dead of exit code 1."""
+
+    __slots__ = ("data", "name")
+
+    def __init__(self, name: str, data: bytes) -> None:
+        self.name, self.data = name, data
+
+    def __getstate__(self) -> tuple[str, bytes]:
+        return self.name, self.data
+
+    def __setstate__(self, state: tuple[str, bytes]) -> None:
+        self.name, self.data = state
+
+
+def check_picklable(stage: str, start_method: str, **objects: Any) -> dict[str, Pickled]:
+    """Under spawn/forkserver the workers' arguments are pickled: fail early and clearly.
+    Returns each object pickled (nothing under fork)."""
     if start_method == "fork":
-        return
+        return {}
+    pickled = {}
     for name, obj in objects.items():
         try:
-            pickle.dumps(obj)
+            pickled[name] = Pickled(name, pickle.dumps(obj))
         except Exception as e:
             raise TypeError(
                 f"{stage}: with start_method={start_method!r} the {name} is sent to the workers "
                 f"by pickling, but {obj!r} cannot be pickled ({type(e).__name__}: {e}). Define "
                 f"functions at module level (not lambdas or closures), or use start_method='fork'"
             ) from e
+    return pickled
 
 
 def start_workers(

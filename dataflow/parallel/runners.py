@@ -59,6 +59,7 @@ def _runner_worker(
     forever, answering control requests at message boundaries. Never raises: an exception is
     sent to the consumer, then the worker idles until it is stopped."""
     link = worker_link(parent, endpoint, ring_path, index, options, (index,), seed)
+    ds = link.rebuild(ds)
     pending: list[Any] = []
     where = f"the flow {type(ds).__name__} in worker {index} (pid {link.pid})"
     try:
