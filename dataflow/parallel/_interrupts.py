@@ -18,7 +18,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["deferred_sigint"]
+__all__ = ["blocked_signals", "deferred_sigint"]
+
+
+@contextmanager
+def blocked_signals() -> Iterator[None]:
+    """Block every signal for this thread during the block (they stay pending, or go to
+    another thread): for a blocking C call that a signal would cut short, such as libzmq's
+    context termination, which pyzmq gives up on (leaking the context) when it sees EINTR."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextmanager

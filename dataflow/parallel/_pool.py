@@ -27,7 +27,7 @@ import zmq
 from .. import seeding
 from .._checks import check_int
 from . import _messages as msg
-from ._interrupts import deferred_sigint
+from ._interrupts import blocked_signals, deferred_sigint
 from ._options import WorkerOptions
 from ._process import (
     Pickled,
@@ -170,7 +170,7 @@ def _shutdown(procs: list[BaseProcess], owned: dict[str, Any]) -> None:
 
     def term_context() -> None:
         if owned.get("zctx") is not None:
-            with deferred_sigint():  # a signal inside libzmq's term would leave it half done
+            with deferred_sigint(), blocked_signals():  # a signal inside libzmq's term leaves it half done
                 owned["zctx"].destroy(linger=0)  # closes any socket left open, then terms
 
     def close_rings() -> None:

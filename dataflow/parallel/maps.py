@@ -25,6 +25,7 @@ from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerError
 from ..ops._stack import collate
 from . import _messages as msg
+from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._options import WorkerOptions
 from ._pool import ProcessPool, worker_link
@@ -173,9 +174,10 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         return task_id, kind, payload
 
     def _stop(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.close()
 
 
 #: tensorpack's name for :class:`MultiProcessMapDataZMQ`.

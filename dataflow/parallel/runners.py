@@ -35,6 +35,7 @@ from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateError
 from . import _messages as msg
+from ._interrupts import deferred_sigint
 from ._options import WorkerOptions
 from ._pool import ProcessPool, WorkerLink, worker_link
 
@@ -273,9 +274,10 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self.reset_state()
 
     def close_workers(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.close()
 
     def close(self) -> None:
         """Stop the workers and release sockets. Idempotent; ``reset_state`` restarts."""
@@ -310,6 +312,12 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
+        if self._interrupted:
+            raise StateError(
+                f"{stage}: a Ctrl-C interrupted a receive, so a message in flight may be lost and "
+                f"no exact checkpoint exists; the next iter() restarts the workers, after which "
+                f"state_dict() works again"
+            )
         pool = self._pool
         if pool is None:
             states = self._worker_states or [None] * self.num_proc

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import dataflow as D
-from dataflow.parallel._interrupts import deferred_interrupts
+from dataflow.parallel._interrupts import deferred_sigint
 from tests.faults._leaks import assert_no_leaks, snapshot
 from tests.faults._storm import FLOWS
 from tests.parallel import _probes as p
@@ -149,28 +149,28 @@ def test_runner_state_dict_after_an_interrupted_receive_is_refused() -> None:
     assert proc.returncode == 0, err[-2000:]
 
 
-def test_deferred_interrupts_holds_a_sigint_until_the_block_ends() -> None:
+def test_deferred_sigint_holds_a_sigint_until_the_block_ends() -> None:
     """Promise of the mechanism: a SIGINT inside the block does not cut it; it is raised as
     KeyboardInterrupt right after it, once (and a nested block defers to the outer one)."""
     steps = []
     with pytest.raises(KeyboardInterrupt):
-        with deferred_interrupts():
-            with deferred_interrupts():
+        with deferred_sigint():
+            with deferred_sigint():
                 signal.raise_signal(signal.SIGINT)
                 time.sleep(0.01)
                 steps.append("inner done")
             steps.append("outer done")
     assert steps == ["inner done", "outer done"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with deferred_interrupts():  # nothing held: nothing raised
+    with deferred_sigint():  # nothing held: nothing raised
         steps.append("quiet")
 
 
-def test_deferred_interrupts_is_a_no_op_in_other_threads() -> None:
+def test_deferred_sigint_is_a_no_op_in_other_threads() -> None:
     result = []
 
     def body() -> None:
-        with deferred_interrupts():
+        with deferred_sigint():
             result.append(signal.getsignal(signal.SIGINT))
 
     t = threading.Thread(target=body)
