@@ -4,9 +4,11 @@ how long resuming deep into an epoch takes; beside torchdata's ``StatefulDataLoa
 Scenarios, each several rounds, medians:
 
 - ``overhead``: the ``inproc`` pipeline (map + batch(64) over 200k ``[int, float32[10]]``, as
-  ``in_process.py``) and the same with a 1,000-datapoint shuffle buffer, run by this checkout
-  and by the last commit before state tracking (``--baseline``, checked out into a temporary
-  git worktree), each in its own subprocess, rounds interleaved. Target: under 3% slower.
+  ``in_process.py``), the same with a 1,000-datapoint shuffle buffer, a strict ordered process
+  map (2 workers) and a process runner batching in its 2 workers (as ``mp_batch.py``), run by
+  this checkout and by the last commit before state tracking (``--baseline``, checked out
+  into a temporary git worktree), each in its own subprocess, rounds interleaved. Target:
+  under 3% slower (the parallel rows also include the parallel-layer redesign).
 - ``latency``: ``state_dict()`` in the middle of an epoch of a pipeline whose shuffle buffer
   holds 10,000 datapoints ``[int, float32[10]]`` (the cost is encoding the buffer), in process
   and with 2 worker processes (a parallel map: its in-flight inputs are saved too). Peers:
@@ -43,27 +45,54 @@ from benchmarks._harness import machine_line, note  # noqa: E402
 #: The last commit before state tracking existed: the overhead baseline.
 BASELINE_REF = "014219e"
 
-_OVERHEAD_CODE = """
+_OVERHEAD_HEAD = """
 import sys, time, numpy as np
 sys.path.insert(0, {root!r})
 import dataflow as D
 rng = np.random.default_rng(0)
-data = [[i, rng.random(10, dtype=np.float32)] for i in range(200_000)]
 def f(dp): return [dp[0] + 1, dp[1] * 2.0]
-df = D.DataFromList(data, shuffle=False).map(f)
-df = (df.shuffle(1000, seed=2) if {shuffle} else df).batch(64)
+"""
+
+#: Each scenario builds ``df`` (already reset) and ``count(df)`` (items in one measured pass).
+_OVERHEAD_SCENARIOS = {
+    "inproc (map + batch)": """
+data = [[i, rng.random(10, dtype=np.float32)] for i in range(200_000)]
+df = D.DataFromList(data, shuffle=False).map(f).batch(64)
+def count(df): return sum(len(b[0]) for b in df)
+""",
+    "inproc + shuffle(1000)": """
+data = [[i, rng.random(10, dtype=np.float32)] for i in range(200_000)]
+df = D.DataFromList(data, shuffle=False).map(f).shuffle(1000, seed=2).batch(64)
+def count(df): return sum(len(b[0]) for b in df)
+""",
+    "process map, 2 workers (strict, ordered), 50k small": """
+data = [[i, rng.random(10, dtype=np.float32)] for i in range(50_000)]
+df = D.MultiProcessMapDataZMQ(D.DataFromList(data, shuffle=False), 2, f, strict=True)
+def count(df): return sum(1 for _ in df)
+""",
+    "process runner, 2 workers, batch(64) in workers": """
+data = [[i, rng.random(10, dtype=np.float32)] for i in range(64 * 800)]
+df = D.MultiProcessRunnerZMQ(D.DataFromList(data, shuffle=False).batch(64), 2)
+def count(df): return sum(len(b[0]) for b in df)
+""",
+}
+
+_OVERHEAD_TAIL = """
 df.reset_state()
-for _ in range(2): sum(len(b[0]) for b in df)   # warm up
+for _ in range(2): count(df)   # warm up (and start the workers)
 best = []
 for _ in range(3):
-    t = time.perf_counter(); n = sum(len(b[0]) for b in df); best.append(n / (time.perf_counter() - t))
+    t = time.perf_counter(); n = count(df); best.append(n / (time.perf_counter() - t))
 print(max(best))
+import os; os._exit(0)   # runners: skip the atexit teardown, it is not measured
 """
 
 
-def _rate(root: str, shuffle: bool) -> float:
-    code = _OVERHEAD_CODE.format(root=root, shuffle=shuffle)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+def _rate(root: str, scenario: str) -> float:
+    code = _OVERHEAD_HEAD.format(root=root) + _OVERHEAD_SCENARIOS[scenario] + _OVERHEAD_TAIL
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    if out.returncode:
+        raise RuntimeError(f"overhead scenario {scenario!r} failed under {root}:\n{out.stderr[-2000:]}")
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -76,13 +105,12 @@ def overhead(rounds: int, baseline: str) -> list[str]:
         return []
     rows = []
     try:
-        for shuffle in (False, True):
+        for name in _OVERHEAD_SCENARIOS:
             new, old = [], []
             for _ in range(rounds):
-                old.append(_rate(tmp, shuffle))
-                new.append(_rate(ROOT, shuffle))
+                old.append(_rate(tmp, name))
+                new.append(_rate(ROOT, name))
             m_new, m_old = statistics.median(new), statistics.median(old)
-            name = "inproc + shuffle(1000)" if shuffle else "inproc (map + batch)"
             rows.append(f"| {name} | {m_old:,.0f} | {m_new:,.0f} | {(1 - m_new / m_old) * 100:+.1f}% |")
     finally:
         subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tmp], check=False)
@@ -129,9 +157,16 @@ def latency(rounds: int) -> list[str]:
 
 
 def _latency_pipelines(D: Any, data: list[Any]) -> dict[str, Callable[[], Any]]:
+    def shuffled() -> Any:
+        return D.DataFromList(data, shuffle=True, seed=1).shuffle(10_000, seed=2)
+
     return {
-        "shuffle(10k buffer), in process": lambda: D.DataFromList(data, shuffle=True, seed=1).shuffle(
-            10_000, seed=2
+        "shuffle(10k buffer), in process": shuffled,
+        "shuffle(10k buffer) + process map, 2 workers": lambda: D.MultiProcessMapDataZMQ(
+            shuffled(), 2, _square, strict=True
+        ),
+        "shuffle(10k buffer) + thread map, 2 threads": lambda: D.MultiThreadMapData(
+            shuffled(), 2, _square, strict=True
         ),
     }
 

@@ -1,6 +1,7 @@
 """dataflow: composable, parallel data loading for ML training (successor of tensorpack's DataFlow)."""
 
-from . import checkpoint, seeding
+from . import checkpoint, dataset, seeding
+from ._rng import CompatGenerator
 from .base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
 from .codec import CodecError
 from .errors import (
@@ -16,6 +17,7 @@ from .errors import (
     WorkerError,
 )
 from .formats import (
+    CaffeLMDB,
     FormatError,
     HDF5Data,
     HDF5Serializer,
@@ -23,6 +25,7 @@ from .formats import (
     LMDBDataDecoder,
     LMDBSerializer,
     NumpySerializer,
+    SVMLightData,
     TFRecordData,
     TFRecordSerializer,
 )
@@ -35,6 +38,13 @@ from .ops.padded_batch import PaddedBatchData
 from .ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from .ops.shard import ShardData
 from .ops.shuffle import LocallyShuffleData
+from .parallel import (
+    MultiProcessMapAndBatchData,
+    MultiProcessPrefetchData,
+    MultiThreadPrefetchData,
+    PrefetchData,
+    PrefetchDataZMQ,
+)
 from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
 from .parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
 from .parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
@@ -59,7 +69,9 @@ __all__ = [
     "BatchData",
     "BatchDataByShape",
     "CacheData",
+    "CaffeLMDB",
     "CodecError",
+    "CompatGenerator",
     "ComponentError",
     "ConcatData",
     "DataFlow",
@@ -87,15 +99,20 @@ __all__ = [
     "LocallyShuffleData",
     "MapData",
     "MapDataComponent",
+    "MultiProcessMapAndBatchData",
     "MultiProcessMapAndBatchDataZMQ",
     "MultiProcessMapData",
     "MultiProcessMapDataZMQ",
+    "MultiProcessPrefetchData",
     "MultiProcessRunner",
     "MultiProcessRunnerZMQ",
     "MultiThreadMapData",
+    "MultiThreadPrefetchData",
     "MultiThreadRunner",
     "NumpySerializer",
     "PaddedBatchData",
+    "PrefetchData",
+    "PrefetchDataZMQ",
     "PrintData",
     "ProfileResult",
     "ProxyDataFlow",
@@ -106,6 +123,7 @@ __all__ = [
     "RemoteDataZMQ",
     "RepeatedData",
     "RepeatedDataPoint",
+    "SVMLightData",
     "SelectComponent",
     "ShardData",
     "SpeedResult",
@@ -122,6 +140,7 @@ __all__ = [
     "WorkerError",
     "__version__",
     "checkpoint",
+    "dataset",
     "describe_datapoint",
     "generate_curve_keypair",
     "profile",

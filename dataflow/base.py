@@ -20,20 +20,22 @@ Fluent methods (``df.map(f).batch(64)``) come from :class:`~dataflow._fluent.Flu
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from types import GeneratorType, TracebackType
 from typing import Any, ClassVar, TypeVar
 
-import numpy as np
-
 from . import seeding
+from ._deprecation import warn_once
 from ._fluent import FluentMixin, T_co
+from ._legacy_state import adopt_legacy_rng_source
+from ._rng import CompatGenerator, new_rng
 from ._state_fields import load_rng, save_rng
-from .errors import DataFlowNotReset, DataFlowReentrantError, LengthUnknownError
+from .errors import DataFlowNotReset, DataFlowReentrantError, DataFlowTerminated, LengthUnknownError
 
-__all__ = ["DataFlow", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
+__all__ = ["DataFlow", "DataFlowTerminated", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
 
 #: The type of a datapoint, a list/tuple of components or a dict of named components.
 Datapoint = list | tuple | dict
@@ -61,6 +63,11 @@ class DataFlow(FluentMixin[T_co]):
     #: or Ray) share this name, so a state saved by one loads into another.
     _state_kind: ClassVar[str | None] = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _adopt_legacy_protocol(cls)
+        adopt_legacy_rng_source(cls)  # tensorpack-style random sources checkpoint too
+
     def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
@@ -75,6 +82,17 @@ class DataFlow(FluentMixin[T_co]):
 
     def __enter__(self: _F) -> _F:
         return self
+
+    # -- tensorpack's old spellings ---------------------------------------------------------
+    def get_data(self) -> Iterator[Any]:
+        """Deprecated spelling of ``iter(df)`` (tensorpack's old name); warns once."""
+        warn_once("DataFlow.get_data", "df.get_data() is deprecated: iterate the flow (iter(df))")
+        return iter(self)
+
+    def size(self) -> int:
+        """Deprecated spelling of ``len(df)`` (tensorpack's old name); warns once."""
+        warn_once("DataFlow.size", "df.size() is deprecated: use len(df)")
+        return len(self)
 
     def __repr__(self) -> str:
         """The pipeline as a tree of stages with their key parameters (see :mod:`dataflow._repr`)."""
@@ -164,6 +182,22 @@ class DataFlow(FluentMixin[T_co]):
         self.close()
 
 
+def _adopt_legacy_protocol(cls: type) -> None:
+    """tensorpack's old protocol: a class that defines ``get_data()``/``size()`` but not
+    ``__iter__``/``__len__`` gets them as aliases (like tensorpack's metaclass did), with one
+    :class:`DeprecationWarning` per class, at its definition."""
+    ns = cls.__dict__
+    for new, old in (("__iter__", "get_data"), ("__len__", "size")):
+        if new not in ns and inspect.isfunction(ns.get(old)):
+            setattr(cls, new, ns[old])
+            warn_once(
+                f"{cls.__module__}.{cls.__qualname__}.{old}",
+                f"{cls.__name__} defines {old}(), tensorpack's old name of {new}(); it is used "
+                f"as {new} for now, but rename it to {new}",
+                stacklevel=4,
+            )
+
+
 class ReentrancyGuard:
     """Makes a second concurrent ``__iter__`` of a stateful flow fail loudly.
 
@@ -242,24 +276,25 @@ class ProxyDataFlow(DataFlow):
 
 
 class RNGDataFlow(DataFlow[T_co]):
-    """A flow with its own random generator ``self.rng`` (a :class:`numpy.random.Generator`).
+    """A flow with its own random generator ``self.rng``: a :class:`numpy.random.Generator`
+    that also answers tensorpack's ``RandomState`` calls (``randint``, ``rand``, ``randn``...;
+    see :class:`~dataflow._rng.CompatGenerator`), one stream behind both.
 
     ``self.rng`` is (re)created by ``reset_state()`` from ``seed=`` (or
     :func:`dataflow.set_seed`, or fresh entropy; see :mod:`dataflow.seeding`): the same
     seed gives the same stream. Subclasses written for tensorpack that never call
-    ``super().__init__()`` still work (no seed then). Note the Generator API:
-    ``rng.integers`` instead of ``RandomState.randint``.
+    ``super().__init__()`` still work (no seed then).
     """
 
     _seed: int | None = None
-    _rng: np.random.Generator | None = None
+    _rng: CompatGenerator | None = None
 
     def __init__(self, seed: int | None = None) -> None:
         self._seed = seeding.check_seed(type(self).__name__, seed)
         self._rng = None
 
     @property
-    def rng(self) -> np.random.Generator:
+    def rng(self) -> CompatGenerator:
         """The generator; raises :class:`DataFlowNotReset` before ``reset_state()``."""
         rng = self._rng
         if rng is None:
@@ -270,11 +305,11 @@ class RNGDataFlow(DataFlow[T_co]):
         return rng
 
     @rng.setter
-    def rng(self, value: np.random.Generator) -> None:
+    def rng(self, value: Any) -> None:
         self._rng = value
 
     def reset_state(self) -> None:
-        self._rng = np.random.default_rng(seeding.seed_sequence(self._seed))
+        self._rng = new_rng(seeding.seed_sequence(self._seed))
         pending = self.__dict__.pop("_pending_rng", None)
         if pending is not None:  # load_state_dict came before reset_state
             load_rng(type(self).__name__, self._rng, pending)

@@ -126,11 +126,13 @@ class _Decoder:
 
     def __init__(self, buffers: list[memoryview]) -> None:
         self.buffers = buffers
+        self.marks = 0  # tuple markers decoded and not yet consumed by the list they head
 
     def ext_hook(self, code: int, data: bytes) -> Any:
         if code == _EXT_TUPLE:
             if data:
                 raise CodecError("codec: malformed tuple marker")
+            self.marks += 1
             return _TUPLE_MARK
         if code in (_EXT_ARRAY, _EXT_SCALAR):
             return self.array(code, data)
@@ -158,16 +160,18 @@ class _Decoder:
             arr = arr.copy()  # input was immutable bytes: give an owned, writable array
         return arr[()] if code == _EXT_SCALAR else arr
 
+    def list_hook(self, items: list[Any]) -> Any:
+        if items and items[0] is _TUPLE_MARK:
+            self.marks -= 1
+            return tuple(items[1:])
+        return items
+
     def unpack(self, data: bytes | memoryview) -> Any:
-        return _unpackb(
-            data, ext_hook=self.ext_hook, list_hook=_list_hook, raw=False, strict_map_key=False, use_list=True
-        )
-
-
-def _list_hook(items: list[Any]) -> Any:
-    if items and items[0] is _TUPLE_MARK:
-        return tuple(items[1:])
-    return items
+        hooks = {"ext_hook": self.ext_hook, "list_hook": self.list_hook}
+        out = _unpackb(data, raw=False, strict_map_key=False, use_list=True, **hooks)
+        if self.marks:  # a marker anywhere but at the head of a list: never hand it out
+            raise CodecError("codec: malformed data (a tuple marker outside the head of a list)")
+        return out
 
 
 def dumps_frames(obj: Any) -> list[Any]:
@@ -244,8 +248,6 @@ def _decode(body: memoryview, buffers: list[memoryview]) -> Any:
         raise
     except Exception as e:  # msgpack raises several types for malformed input
         raise CodecError(f"codec: malformed data ({type(e).__name__}: {e})") from e
-    if out is _TUPLE_MARK:
-        raise CodecError("codec: malformed data (a tuple marker outside a list)")
     return out
 
 

@@ -7,6 +7,8 @@
 - :class:`NumpySerializer` — one ``.npz`` file, whole dataset in memory, no pickle.
 - :class:`HDF5Serializer` / :class:`HDF5Data` — one HDF5 dataset per component; needs
   ``pip install "dataflow-ml[hdf5]"``.
+- :func:`CaffeLMDB` (Caffe's ``Datum`` LMDBs) and :class:`SVMLightData` (SVMlight text files),
+  tensorpack's readers of other tools' files.
 
 Guarantees shared by every format: datapoints are encoded with the safe codec
 (:mod:`dataflow.codec`) and never unpickled; every file carries its format name and version,
@@ -17,12 +19,15 @@ is removed); a corrupt or truncated file raises an error naming the file and the
 """
 
 from ._common import FormatError
+from .caffe_lmdb import CaffeLMDB
 from .hdf5_format import HDF5Data, HDF5Serializer
 from .lmdb_format import LMDBData, LMDBDataDecoder, LMDBSerializer
 from .numpy_format import NumpySerializer
+from .svmlight import SVMLightData
 from .tfrecord import TFRecordData, TFRecordSerializer
 
 __all__ = [
+    "CaffeLMDB",
     "FormatError",
     "HDF5Data",
     "HDF5Serializer",
@@ -30,6 +35,7 @@ __all__ = [
     "LMDBDataDecoder",
     "LMDBSerializer",
     "NumpySerializer",
+    "SVMLightData",
     "TFRecordData",
     "TFRecordSerializer",
 ]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import struct
 import threading
 from typing import Any
 
-from ._common import require
+from ._common import FormatError, require
 
 __all__ = ["SharedEnv", "commit", "import_lmdb"]
 
@@ -18,6 +19,42 @@ _logger = logging.getLogger("dataflow")
 
 def import_lmdb(stage: str) -> Any:
     return require("lmdb", "lmdb", stage)
+
+
+_LMDB_MAGIC = 0xBEEFC0DE
+# Offsets in a meta page (LMDB's MDB_page header, then MDB_meta), 64-bit builds:
+_MAGIC_AT, _PSIZE_AT, _LAST_PAGE_AT = 16, 40, 136  # mm_magic, mm_dbs[FREE].md_pad, mm_last_pg
+
+
+def check_lmdb_file(stage: str, path: str) -> None:
+    """Refuse a file LMDB would crash on: not an LMDB file, or one shorter than its newest
+    meta page says (a truncated or half-copied file: LMDB maps it and the process dies with
+    SIGBUS reading past its end). Raises :class:`FormatError` naming the file."""
+    data_file = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
+    try:
+        size = os.path.getsize(data_file)
+        with open(data_file, "rb") as f:
+            head = f.read(160)
+            metas = [head]
+            if len(head) >= 160:
+                psize = struct.unpack_from("<I", head, _PSIZE_AT)[0]
+                if 160 <= psize <= 1 << 16:
+                    f.seek(psize)
+                    metas.append(f.read(160))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{stage}: no such LMDB file or directory: {path!r}") from None
+    except OSError as e:
+        raise FormatError(f"{stage}: {data_file}: cannot be read ({e})") from e
+    valid = [m for m in metas if len(m) >= 160 and struct.unpack_from("<I", m, _MAGIC_AT)[0] == _LMDB_MAGIC]
+    if not valid:
+        raise FormatError(f"{stage}: {data_file} is not an LMDB database (no LMDB meta page)")
+    psize = struct.unpack_from("<I", valid[0], _PSIZE_AT)[0]
+    needed = max((struct.unpack_from("<Q", m, _LAST_PAGE_AT)[0] + 1) * psize for m in valid)
+    if size < needed:
+        raise FormatError(
+            f"{stage}: {data_file} is truncated: its LMDB meta pages need {needed} bytes but the file "
+            f"has {size} (an interrupted copy or download?)"
+        )
 
 
 class SharedEnv:
@@ -44,10 +81,15 @@ class SharedEnv:
             if shared is not None:
                 shared.users += 1
                 return shared
-            env = import_lmdb(stage).open(
-                path, subdir=os.path.isdir(path), readonly=True, lock=False,
-                readahead=readahead, meminit=False, max_readers=1024,
-            )  # fmt: skip
+            lmdb = import_lmdb(stage)
+            check_lmdb_file(stage, path)
+            try:
+                env = lmdb.open(
+                    path, subdir=os.path.isdir(path), readonly=True, lock=False,
+                    readahead=readahead, meminit=False, max_readers=1024,
+                )  # fmt: skip
+            except lmdb.Error as e:
+                raise FormatError(f"{stage}: {path}: not a readable LMDB database ({e})") from e
             shared = cls._open[key] = cls(key, env)
             return shared
 

@@ -11,13 +11,14 @@ write carry the root attributes ``dataflow_format = "hdf5"``,
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..base import DataFlow, RNGDataFlow
+from ..base import DataFlow
 from ..errors import DataFlowNotReset
+from ..sources._indexed import IndexedSource
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta, require
 
@@ -103,7 +104,7 @@ def _read_column(ds: Any) -> Any:
     return ds[...]
 
 
-class HDF5Data(RNGDataFlow):
+class HDF5Data(IndexedSource):
     """Zip the datasets ``data_paths`` of an HDF5 file: datapoint ``i`` is
     ``[file[p][i] for p in data_paths]`` (any HDF5 file; ours also restore ``str``/``bytes``).
 
@@ -111,7 +112,8 @@ class HDF5Data(RNGDataFlow):
     but never in ``__init__``); each epoch yields every row once, in order or in a new
     permutation drawn from ``self.rng`` with ``shuffle=True``. Array components are fresh
     copies. ``len`` is exact. Reentrant. Datasets of different lengths, missing paths, or a
-    file of a newer format version raise errors naming the file.
+    file of a newer format version raise errors naming the file. Checkpoints, resumes and
+    shards by row index, like :class:`~dataflow.DataFromList`.
     """
 
     def __init__(
@@ -131,49 +133,63 @@ class HDF5Data(RNGDataFlow):
         h5py = require("h5py", "hdf5", stage)
         if not os.path.isfile(self.filename):
             raise FileNotFoundError(f"{stage}: no such file: {self.filename!r}")
-        with h5py.File(self.filename, "r") as hf:
-            if "dataflow_format_version" in hf.attrs:
-                meta = {k: _plain(hf.attrs.get(f"dataflow_{k}")) for k in ("format", "count", "writer")}
-                meta["version"] = _plain(hf.attrs["dataflow_format_version"])
-                count = check_meta(stage, self.filename, meta, "hdf5", FORMAT_VERSION)
-            else:
-                count = None
-            missing = [p for p in self.data_paths if p not in hf]
-            if missing:
-                raise KeyError(
-                    f"{stage}: {self.filename} has no dataset {missing[0]!r}; data_paths={self.data_paths}"
-                )
-            lens = {p: hf[p].shape[0] if hf[p].shape else -1 for p in self.data_paths}
-            if len(set(lens.values())) != 1 or -1 in lens.values():
-                raise FormatError(
-                    f"{stage}: {self.filename}: the datasets must have the same length, got {lens}"
-                )
-            self._size = next(iter(lens.values()))
-            if count is not None and count != self._size:
-                raise FormatError(
-                    f"{stage}: {self.filename}: the file says {count} datapoints but its datasets "
-                    f"have {self._size}; it is damaged"
-                )
-            if columns:
-                self._cols = [_read_column(hf[p]) for p in self.data_paths]
+        try:
+            with h5py.File(self.filename, "r") as hf:
+                self._load_open(hf, columns)
+        except (FormatError, _NoDataset):
+            raise
+        except (OSError, RuntimeError, ValueError, TypeError, KeyError) as e:  # h5py's, for damaged files
+            raise FormatError(
+                f"{stage}: {self.filename} is not a readable HDF5 file (damaged, truncated or of "
+                f"another format): {e}"
+            ) from e
+
+    def _load_open(self, hf: Any, columns: bool) -> None:
+        stage = type(self).__name__
+        if "dataflow_format_version" in hf.attrs:
+            meta = {k: _plain(hf.attrs.get(f"dataflow_{k}")) for k in ("format", "count", "writer")}
+            meta["version"] = _plain(hf.attrs["dataflow_format_version"])
+            count = check_meta(stage, self.filename, meta, "hdf5", FORMAT_VERSION)
+        else:
+            count = None
+        missing = [p for p in self.data_paths if p not in hf]
+        if missing:
+            raise _NoDataset(
+                f"{stage}: {self.filename} has no dataset {missing[0]!r}; data_paths={self.data_paths}"
+            )
+        lens = {p: hf[p].shape[0] if hf[p].shape else -1 for p in self.data_paths}
+        if len(set(lens.values())) != 1 or -1 in lens.values():
+            raise FormatError(
+                f"{stage}: {self.filename}: the datasets must have the same length, got {lens}"
+            )
+        self._size = next(iter(lens.values()))
+        if count is not None and count != self._size:
+            raise FormatError(
+                f"{stage}: {self.filename}: the file says {count} datapoints but its datasets "
+                f"have {self._size}; it is damaged"
+            )
+        if columns:
+            self._cols = [_read_column(hf[p]) for p in self.data_paths]
 
     def reset_state(self) -> None:
         super().reset_state()
         self._load(columns=True)
 
-    def __len__(self) -> int:
+    def _num_items(self) -> int:
         if self._size is None:
             self._load(columns=False)
         return int(self._size or 0)
 
-    def __iter__(self) -> Iterator[list[Any]]:
+    def _getter(self) -> Callable[[int], list[Any]]:
         cols = self._cols
         if cols is None:
             raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        n = int(self._size or 0)
-        order = self.rng.permutation(n).tolist() if self._shuffle else range(n)
-        for i in order:
-            yield [c[i].copy() if isinstance(c, np.ndarray) and c.ndim > 1 else c[i] for c in cols]
+        deep = [isinstance(c, np.ndarray) and c.ndim > 1 for c in cols]
+        return lambda i: [c[i].copy() if d else c[i] for c, d in zip(cols, deep)]
+
+
+class _NoDataset(KeyError):
+    """A data path the (readable) file does not have: the user's mistake, not damage."""
 
 
 def _plain(value: Any) -> Any:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 from .. import codec
 from .._checks import check_int
-from ..base import DataFlow, ProxyDataFlow, RNGDataFlow
+from ..base import DataFlow, ProxyDataFlow
 from ..errors import DataFlowNotReset
+from ..sources._indexed import IndexedSource, cursor
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
 from ._lmdb_env import SharedEnv, commit, import_lmdb
@@ -35,7 +37,7 @@ def data_key(index: int) -> bytes:
     return b"%010d" % index
 
 
-class LMDBData(RNGDataFlow):
+class LMDBData(IndexedSource):
     """Read any LMDB database and yield ``[key, value]`` (both ``bytes``) per entry.
 
     ``lmdb_path`` is a directory holding ``data.mdb`` or an LMDB file. With
@@ -51,9 +53,16 @@ class LMDBData(RNGDataFlow):
     ``reset_state()`` (never in ``__init__``) in the process that iterates; ``len()``
     before it opens the database briefly. Flows reading one database in one process share
     its environment. Reentrant: each epoch has its own read transaction.
+
+    Checkpoints and shards by position, like :class:`~dataflow.DataFromList`: the state is the
+    epoch, the position in it and the RNG at the epoch's start. Resuming reads nothing that
+    was consumed: in key order it seeks the cursor to the position's key (``b"%010d" % i``
+    in our files; in other databases the key list is scanned once, keys only), shuffled it
+    draws the epoch's permutation again and reads on from the position by key.
     """
 
     _stage = "LMDBData"
+    _buffers = False
 
     def __init__(
         self,
@@ -77,7 +86,7 @@ class LMDBData(RNGDataFlow):
 
     # -- opening ------------------------------------------------------------------------
 
-    def _open(self) -> SharedEnv:
+    def _open_env(self) -> SharedEnv:
         if not os.path.exists(self._path):
             raise FileNotFoundError(f"{self._stage}: no such LMDB file or directory: {self._path!r}")
         return SharedEnv.acquire(self._stage, self._path, readahead=not self._shuffle)
@@ -120,7 +129,7 @@ class LMDBData(RNGDataFlow):
     def reset_state(self) -> None:
         super().reset_state()
         self.close()
-        env = self._open()
+        env = self._open_env()
         try:
             self._inspect(env)
             self._keys = self._find_keys(env) if self._shuffle else None
@@ -134,11 +143,12 @@ class LMDBData(RNGDataFlow):
         if env is not None:
             env.close()
 
-    def __len__(self) -> int:
+    def _unsharded_len(self) -> int:
+        """The number of entries an unsharded epoch visits."""
         if self._shuffle and isinstance(self._keys_arg, (list, tuple)):
             return len(self._keys_arg)
         if self._size is None:
-            env = self._open()
+            env = self._open_env()
             try:
                 self._inspect(env)
             finally:
@@ -147,29 +157,62 @@ class LMDBData(RNGDataFlow):
 
     # -- reading ------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[Any]:
-        return self._items(buffers=False)
+    def _num_items(self) -> int:
+        return self._unsharded_len()
 
-    def _items(self, buffers: bool) -> Iterator[list[Any]]:
-        """``[key, value]`` pairs; with ``buffers=True`` both are read-only views into the
-        map, valid only until the next item."""
+    def _key_list(self) -> list[bytes]:
+        """Every key an epoch visits, in key order (found once per ``reset_state()``)."""
+        if self._keys is None:
+            env = self._env
+            if env is None:
+                raise DataFlowNotReset(f"{self._stage} was iterated before reset_state()")
+            self._keys = self._find_keys(env)
+        return self._keys
+
+    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         env = self._env
         if env is None:
             raise DataFlowNotReset(f"{self._stage} was iterated before reset_state()")
-        with env.begin(buffers=buffers) as txn:
-            if not self._shuffle:
-                for k, v in txn.cursor():
-                    if k not in _META_KEYS:
-                        yield [k, v]
+        cur, probe = cursor(order, start)
+        positions = cur if probe is cur else chain(cur, probe)  # the probe ends with the epoch
+        whole = range(self._num_items())
+        if not self._shuffle and isinstance(order, range) and order == whole:  # read in key order
+            items = self._in_key_order(env, positions, start)
+        else:
+            items = self._by_index(env, positions)
+        return self._decoded(items), cur, probe
+
+    def _in_key_order(self, env: Any, positions: Iterator[int], start: int) -> Iterator[list[Any]]:
+        """Entries in key order from position ``start``, one per position drawn from
+        ``positions`` (so the position is always the number of entries yielded)."""
+        with env.begin(buffers=self._buffers) as txn:
+            cur = txn.cursor()
+            if start:
+                if self._count is None and start >= len(self._key_list()):
+                    return
+                key = data_key(start) if self._count is not None else self._key_list()[start]
+                if not cur.set_range(key):
+                    return
+            elif not cur.first():
                 return
-            keys = self._keys or []
+            entries = (kv for kv in cur.iternext() if kv[0] not in _META_KEYS)
+            for _, (k, v) in zip(positions, entries):
+                yield [k, v]
+
+    def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[list[Any]]:
+        keys = self._key_list()
+        with env.begin(buffers=self._buffers) as txn:
             get = txn.get
-            for i in self.rng.permutation(len(keys)).tolist():
+            for i in indices:
                 k = keys[i]
                 v = get(k)
                 if v is None:
                     raise KeyError(f"{self._stage}: {self._path}: no value for key {k!r}")
                 yield [k, v]
+
+    def _decoded(self, items: Iterator[list[Any]]) -> Iterator[Any]:
+        """Hook: :meth:`LMDBSerializer.load` decodes the values."""
+        return items
 
 
 class LMDBDataDecoder(ProxyDataFlow):
@@ -213,9 +256,11 @@ class _SerializedLMDB(LMDBData):
             f"read its raw entries with LMDBData"
         )
 
-    def __iter__(self) -> Iterator[Any]:
+    _buffers = True  # values are decoded (copied) before the next entry is read
+
+    def _decoded(self, items: Iterator[list[Any]]) -> Iterator[Any]:
         loads, CodecError = codec.loads, codec.CodecError
-        for k, v in self._items(buffers=True):
+        for k, v in items:
             try:
                 yield loads(v)  # copies out of the read-only map view
             except CodecError as e:

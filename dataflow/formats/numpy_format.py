@@ -10,14 +10,16 @@ dict ``{"format": "npz", "version": 1, "count": n, "writer": ...}``.
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import codec
-from ..base import DataFlow, RNGDataFlow
+from ..base import DataFlow
 from ..errors import DataFlowNotReset
+from ..sources._indexed import IndexedSource
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
 
@@ -40,7 +42,7 @@ def _read(stage: str, path: str, members: tuple[str, ...]) -> dict[str, np.ndarr
             out = {m: npz[m] for m in ("meta", *members)}
     except FileNotFoundError:
         raise FileNotFoundError(f"{stage}: no such file: {path!r}") from None
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:  # zlib: compressed
         if isinstance(e, FormatError):
             raise
         raise FormatError(f"{stage}: {path} is not a readable .npz file ({type(e).__name__}: {e})") from e
@@ -60,10 +62,11 @@ def _read(stage: str, path: str, members: tuple[str, ...]) -> dict[str, np.ndarr
     return out
 
 
-class _NumpyData(RNGDataFlow):
+class _NumpyData(IndexedSource):
     """The datapoints of an npz written by :meth:`NumpySerializer.save`: the whole file is
     read into memory by ``reset_state()`` and each datapoint decoded when yielded (arrays
-    are fresh copies each epoch). ``len`` is exact. Reentrant."""
+    are fresh copies each epoch). ``len`` is exact. Reentrant. Checkpoints, resumes (without
+    decoding what was consumed) and shards by index, like :class:`~dataflow.DataFromList`."""
 
     def __init__(self, path: str, shuffle: bool, seed: int | None) -> None:
         super().__init__(seed)
@@ -81,25 +84,25 @@ class _NumpyData(RNGDataFlow):
         self._data, self._offsets = data, out["offsets"].tolist()
         self._count = int(out["count"])
 
-    def __len__(self) -> int:
+    def _num_items(self) -> int:
         if self._count is None:
             self._count = int(_read("NumpySerializer.load", self._path, ("offsets",))["count"])
         return self._count
 
-    def __iter__(self) -> Iterator[Any]:
+    def _getter(self) -> Callable[[int], Any]:
         data, offsets = self._data, self._offsets
         if data is None or offsets is None:
             raise DataFlowNotReset("NumpySerializer.load(...) was iterated before reset_state()")
-        n = len(offsets) - 1
-        order = self.rng.permutation(n).tolist() if self._shuffle else range(n)
-        view, loads = data.data, codec.loads  # read-only: decoded arrays are copies
-        for i in order:
+        view, loads, path = data.data, codec.loads, self._path  # read-only: decoded arrays are copies
+
+        def get(i: int) -> Any:
             try:
-                yield loads(view[offsets[i] : offsets[i + 1]])
+                return loads(view[offsets[i] : offsets[i + 1]])
             except codec.CodecError as e:
-                raise codec.CodecError(
-                    f"NumpySerializer: {self._path}: datapoint {i} cannot be decoded ({e})"
-                ) from e
+                msg = f"NumpySerializer: {path}: datapoint {i} cannot be decoded ({e})"
+                raise codec.CodecError(msg) from e
+
+        return get
 
 
 class NumpySerializer:
@@ -138,7 +141,7 @@ class NumpySerializer:
                 (np.savez_compressed if compressed else np.savez)(f, data=data, offsets=offsets, meta=meta)
 
     @staticmethod
-    def load(path: PathType, shuffle: bool = True, seed: int | None = None) -> RNGDataFlow:
+    def load(path: PathType, shuffle: bool = True, seed: int | None = None) -> DataFlow:
         """A flow of the decoded datapoints of an npz written by :meth:`save`, in write order
         or in a new permutation each epoch. The file is read by ``reset_state()``; a file
         that is not ours, damaged, or of a newer format version raises

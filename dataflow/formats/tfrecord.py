@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import codec
+from .._state_fields import field, int_field
 from ..base import DataFlow
-from ..errors import LengthUnknownError
+from ..errors import LengthUnknownError, StateError
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
 from ._crc32c import masked_crc32c
@@ -57,11 +58,15 @@ def _parse_header(stage: str, path: str, payload: bytes) -> int:
     return check_meta(stage, path, meta, "tfrecord", FORMAT_VERSION)
 
 
-def read_records(stage: str, path: str, verify_crc: bool = True) -> Iterator[tuple[int, int, bytes]]:
-    """``(index, byte offset, data)`` of every record of the TFRecord file ``path``."""
+def read_records(
+    stage: str, path: str, verify_crc: bool = True, offset: int = 0, index: int = 0
+) -> Iterator[tuple[int, int, bytes]]:
+    """``(index, byte offset, data)`` of every record of the TFRecord file ``path``, from the
+    record ``index`` that starts at byte ``offset`` (a record boundary) on."""
     unpack_len, unpack_crc = _LEN.unpack, _CRC.unpack
     with open(path, "rb", buffering=1 << 20) as f:
-        index = offset = 0
+        if offset:
+            f.seek(offset)
         while True:
             head = f.read(12)
             if not head:
@@ -101,6 +106,10 @@ class TFRecordData(DataFlow):
     ``len`` is the count in the headers of our files, or ``size`` if given (for foreign
     files, the caller's claim; for ours it must match). Files are opened by each epoch and
     closed when it ends or its iterator is closed, so the flow is reentrant and fork-safe.
+
+    Its state is the file in progress, the byte offset and index of the next record in it
+    (and how many records of that file were read, to check the header's count): resuming
+    seeks there and reads nothing again, in any TFRecord file.
     """
 
     def __init__(
@@ -118,7 +127,7 @@ class TFRecordData(DataFlow):
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise ValueError(f"{stage}: size must be an int >= 0 or None, got {size!r}")
         self.decode = bool(decode)
-        self.size = size
+        self._size = size
         self.verify_crc = bool(verify_crc)
         self._counts: list[int | None] | None = None
 
@@ -136,9 +145,9 @@ class TFRecordData(DataFlow):
                 ours = first[2][:8] == HEADER_MAGIC
                 counts.append(_parse_header(stage, path, first[2]) if ours else None)
         known = [c for c in counts if c is not None]
-        if self.size is not None and len(known) == len(counts) and sum(known) != self.size:
+        if self._size is not None and len(known) == len(counts) and sum(known) != self._size:
             raise ValueError(
-                f"{stage}: size={self.size} but the file headers say {sum(known)} records; "
+                f"{stage}: size={self._size} but the file headers say {sum(known)} records; "
                 f"leave size=None to use the headers"
             )
         return counts
@@ -147,8 +156,8 @@ class TFRecordData(DataFlow):
         self._counts = self._read_counts()
 
     def __len__(self) -> int:
-        if self.size is not None:
-            return self.size
+        if self._size is not None:
+            return self._size
         if self._counts is None:
             self._counts = self._read_counts()
         counts = self._counts
@@ -160,18 +169,28 @@ class TFRecordData(DataFlow):
         return sum(c for c in counts if c is not None)
 
     def __iter__(self) -> Iterator[Any]:
-        for path in self.paths:
-            yield from self._read_file(path)
+        resume = self.__dict__.pop("_resume", None)
+        where = self._where = list(resume) if resume is not None else [0, 0, 0, 0]
+        return self._track(self._records(where))
 
-    def _read_file(self, path: str) -> Iterator[Any]:
+    def _records(self, where: list[int]) -> Iterator[Any]:
+        """Every file from ``where = [file, byte offset, record index, records read]`` on;
+        ``where`` is kept at the next record to read (the state's position)."""
+        while where[0] < len(self.paths):
+            yield from self._read_file(self.paths[where[0]], where)
+            where[:] = [where[0] + 1, 0, 0, 0]
+
+    def _read_file(self, path: str, where: list[int]) -> Iterator[Any]:
         stage, decode, loads = type(self).__name__, self.decode, codec.loads
-        expected = None
-        n = 0
-        for index, offset, data in read_records(stage, path, self.verify_crc):
+        _, start, first, n = where
+        expected = self._counts[where[0]] if first and self._counts is not None else None
+        for index, offset, data in read_records(stage, path, self.verify_crc, start, first):
             if index == 0 and data[:8] == HEADER_MAGIC:
                 expected = _parse_header(stage, path, data)
+                where[1:3] = offset + len(data) + 16, 1
                 continue
             n += 1
+            where[1:] = offset + len(data) + 16, index + 1, n
             if not decode:
                 yield data
                 continue
@@ -188,6 +207,35 @@ class TFRecordData(DataFlow):
                 f"{stage}: {path}: the header says {expected} records but the file has {n}; "
                 f"the file is truncated or damaged"
             )
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        state: dict[str, Any] = {"files": len(self.paths)}
+        where = self.__dict__.get("_where")
+        if live and where is not None:
+            state.update(file=where[0], offset=str(where[1]), record=where[2], read=where[3])
+        return state
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        if int_field(stage, state, "files") != len(self.paths):
+            raise StateError(
+                f"{stage}: the state was saved for {state['files']} files, this flow reads {len(self.paths)}"
+            )
+        self.__dict__.pop("_resume", None)
+        if not live or "file" not in state:
+            return
+        offset = field(stage, state, "offset", str)
+        if not offset.isdigit():
+            raise StateError(
+                f"{stage}: state field 'offset' must be a non-negative int as str, got {offset!r:.40}"
+            )
+        where = (
+            int_field(stage, state, "file", 0, len(self.paths)),
+            int(offset),
+            int_field(stage, state, "record", 0),
+            int_field(stage, state, "read", 0),
+        )
+        self._resume = where
 
 
 class TFRecordSerializer:

@@ -16,7 +16,7 @@ from typing import Any
 from .._checks import check_int
 from .._state_fields import decode_items, encode_items, field
 from ..base import DataFlow, ProxyDataFlow
-from ..errors import LengthUnknownError
+from ..errors import LengthUnknownError, StateError
 from ._components import get_component
 from ._stack import collate
 
@@ -148,14 +148,25 @@ class BatchDataByShape(BatchData):
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         groups = self.__dict__.get("_groups") if live else None
-        shapes = [list(s) for s in groups] if groups else []
-        waiting = [list(g) for g in groups.values()] if groups else []
-        return {"shapes": shapes, "groups": encode_items(type(self).__name__, waiting, "waiting datapoints")}
+        groups = groups or {}  # empty groups too: their order is the remainder's order
+        flat = [dp for g in groups.values() for dp in g]
+        return {
+            "shapes": [list(s) for s in groups],
+            "sizes": [len(g) for g in groups.values()],
+            "groups": encode_items(type(self).__name__, flat, "waiting datapoints") if flat else None,
+        }
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
         shapes = field(stage, state, "shapes", list)
-        waiting = decode_items(stage, state, "groups")
+        sizes = field(stage, state, "sizes", list)
+        flat = decode_items(stage, state, "groups") if state.get("groups") is not None else []
+        if len(shapes) != len(sizes) or sum(sizes) != len(flat):
+            raise StateError(f"{stage}: the saved groups are corrupted")
         self.__dict__.pop("_resume", None)
         if live:
-            self._resume = {tuple(s): list(g) for s, g in zip(shapes, waiting, strict=True)}
+            groups, pos = {}, 0
+            for shape, n in zip(shapes, sizes):
+                groups[tuple(shape)] = list(flat[pos : pos + n])
+                pos += n
+            self._resume = groups

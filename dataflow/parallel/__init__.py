@@ -1,1 +1,27 @@
-"""Parallel execution: the only package that starts processes or threads or opens sockets."""
+"""Parallel execution: the only package that starts processes or threads or opens sockets.
+
+The public flows live in :mod:`.runners`, :mod:`.threads`, :mod:`.maps`, :mod:`.prefetch` and
+:mod:`.remote`; the names below are also importable from here, the module path tensorpack
+users wrote (``tensorpack.dataflow.parallel``), old aliases included.
+"""
+
+from ._deprecated import (
+    MultiProcessMapAndBatchData,
+    MultiProcessPrefetchData,
+    MultiThreadPrefetchData,
+    PrefetchData,
+    PrefetchDataZMQ,
+)
+from .runners import MultiProcessRunner, MultiProcessRunnerZMQ
+from .threads import MultiThreadRunner
+
+__all__ = [
+    "MultiProcessMapAndBatchData",
+    "MultiProcessPrefetchData",
+    "MultiProcessRunner",
+    "MultiProcessRunnerZMQ",
+    "MultiThreadPrefetchData",
+    "MultiThreadRunner",
+    "PrefetchData",
+    "PrefetchDataZMQ",
+]

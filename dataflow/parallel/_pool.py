@@ -14,6 +14,8 @@ sent it.
 from __future__ import annotations
 
 import os
+import pickle
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -25,8 +27,10 @@ import zmq
 from .. import seeding
 from .._checks import check_int
 from . import _messages as msg
+from ._interrupts import deferred_sigint
 from ._options import WorkerOptions
 from ._process import (
+    Pickled,
     bootstrap_worker,
     check_picklable,
     check_workers,
@@ -34,7 +38,7 @@ from ._process import (
     start_workers,
     stop_workers,
 )
-from ._shm import RingReader, RingWriter, warn_no_shm
+from ._shm import RingReader, RingWriter, unlink_all, warn_no_shm
 
 __all__ = ["DEFAULT_SHM_BYTES", "POLL_MS", "ProcessPool", "WorkerLink", "resolve_shm_bytes", "worker_link"]
 
@@ -72,12 +76,19 @@ class ProcessPool:
         self.rings: RingReader | None = None
         context = get_context(stage, options.start_method)
         self.start_method = context.get_start_method()
-        check_picklable(stage, self.start_method, **picklable)
+        pickled = check_picklable(stage, self.start_method, **picklable)
+        if pickled:  # the workers unpickle these themselves, and report a failure as an error
+            ids = {id(obj): pickled[name] for name, obj in picklable.items()}
+            worker_args = [tuple(ids.get(id(a), a) for a in args) for args in worker_args]
         self.endpoint = msg.new_endpoint(stage.lower())
-        self.zctx = zmq.Context()
-        self.sock = self.zctx.socket(zmq.ROUTER)
-        self._finalizer = weakref.finalize(self, _shutdown, self.procs, self.sock, self.zctx, [None])
+        # Registered before anything is created, filled in as things are: whatever a Ctrl-C
+        # interrupts here, close() (or garbage collection) releases what exists.
+        owned: dict[str, Any] = {"shm_paths": []}
+        self._finalizer = weakref.finalize(self, _shutdown, self.procs, owned)
         try:
+            with deferred_sigint():
+                self.zctx = owned["zctx"] = zmq.Context()
+                self.sock = owned["sock"] = self.zctx.socket(zmq.ROUTER)
             self.sock.setsockopt(zmq.LINGER, 0)
             self.sock.setsockopt(zmq.RCVHWM, options.hwm)
             self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -85,16 +96,14 @@ class ProcessPool:
             self._poller = zmq.Poller()  # one for the pool's life: Socket.poll() builds one per call
             self._poller.register(self.sock, zmq.POLLIN)
             size = resolve_shm_bytes(stage, options.shm_bytes)
-            self.rings = RingReader.create(stage, len(worker_args), size, options.copy) if size else None
-            self._finalizer.detach()
-            rings = [self.rings]
-            self._finalizer = weakref.finalize(self, _shutdown, self.procs, self.sock, self.zctx, rings)
+            if size:
+                with deferred_sigint():  # the mappings, once made, must be owned
+                    self.rings = owned["rings"] = RingReader.create(
+                        stage, len(worker_args), size, options.copy, owned["shm_paths"]
+                    )
             paths: list[str | None] = list(self.rings.paths) if self.rings else [None] * len(worker_args)
-            self.procs.extend(
-                start_workers(
-                    stage, context, target, [(self.endpoint, p, *a) for p, a in zip(paths, worker_args)]
-                )
-            )
+            per_worker = [(self.endpoint, p, *a) for p, a in zip(paths, worker_args)]
+            start_workers(stage, context, target, per_worker, self.procs)
         except BaseException:
             self.close()
             raise
@@ -146,20 +155,42 @@ class ProcessPool:
         self._finalizer()
 
 
-def _shutdown(procs: list[BaseProcess], sock: zmq.Socket, zctx: zmq.Context, rings: list[Any]) -> None:
-    """Release everything, each step even if an earlier one fails or is interrupted."""
-    try:
+def _shutdown(procs: list[BaseProcess], owned: dict[str, Any]) -> None:
+    """Release everything. Every step runs even if an earlier one fails, and a step that a
+    Ctrl-C interrupts is run again (a storm of them cannot skip a step); the first exception
+    is raised at the end."""
+
+    def stop() -> None:
         stop_workers(procs)
-    finally:
         procs.clear()
-        try:
-            sock.close(linger=0)
-        finally:
+
+    def close_socket() -> None:
+        if owned.get("sock") is not None:
+            owned["sock"].close(linger=0)
+
+    def term_context() -> None:
+        if owned.get("zctx") is not None:
+            with deferred_sigint():  # a signal inside libzmq's term would leave it half done
+                owned["zctx"].destroy(linger=0)  # closes any socket left open, then terms
+
+    def close_rings() -> None:
+        if owned.get("rings") is not None:
+            owned["rings"].close()
+        unlink_all(owned["shm_paths"])
+
+    first: BaseException | None = None
+    for step in (stop, close_socket, term_context, close_rings):
+        while True:
             try:
-                zctx.term()
-            finally:
-                if rings[0] is not None:
-                    rings[0].close()
+                step()
+                break
+            except KeyboardInterrupt as e:
+                first = first or e  # and run the step again
+            except Exception as e:
+                first = first or e
+                break
+    if first is not None:
+        raise first
 
 
 def resolve_shm_bytes(stage: str, shm_bytes: int | None) -> int:
@@ -193,6 +224,19 @@ class WorkerLink:
 
     def send_error(self, exc: BaseException, where: str) -> None:
         msg.send(self.sock, msg.ERROR, msg.capture_error(exc, where), worker=self.index)
+
+    def rebuild(self, obj: Any) -> Any:
+        """``obj``, unpickled here if it came pickled (spawn/forkserver). If that fails, the
+        consumer gets the error (the user's exception type, naming the object) and this
+        worker idles until it is stopped."""
+        if not isinstance(obj, Pickled):
+            return obj
+        try:
+            return pickle.loads(obj.data)
+        except BaseException as e:
+            self.send_error(e, f"rebuilding the {obj.name} in worker {self.index} (pid {self.pid})")
+            threading.Event().wait()  # exiting could drop the message; the consumer stops us
+            raise
 
     def poll_control(self) -> Any | None:
         """A pending control request, without waiting (``None`` if there is none)."""

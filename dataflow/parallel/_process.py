@@ -29,9 +29,11 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..errors import WorkerDied
+from ._interrupts import deferred_sigint
 
 __all__ = [
     "START_METHODS",
+    "Pickled",
     "bootstrap_worker",
     "check_workers",
     "get_context",
@@ -62,19 +64,40 @@ def check_start_method(stage: str, start_method: str | None) -> str | None:
     return start_method
 
 
-def check_picklable(stage: str, start_method: str, **objects: Any) -> None:
-    """Under spawn/forkserver the workers' arguments are pickled: fail early and clearly."""
+class Pickled:
+    """An object sent to spawn/forkserver workers already pickled (by
+    :func:`check_picklable`), so that the worker unpickles it itself, where a failure is
+    reported to the consumer as an error naming the object (see
+    :meth:`~._pool.WorkerLink.rebuild`), not a worker dead of exit code 1."""
+
+    __slots__ = ("data", "name")
+
+    def __init__(self, name: str, data: bytes) -> None:
+        self.name, self.data = name, data
+
+    def __getstate__(self) -> tuple[str, bytes]:
+        return self.name, self.data
+
+    def __setstate__(self, state: tuple[str, bytes]) -> None:
+        self.name, self.data = state
+
+
+def check_picklable(stage: str, start_method: str, **objects: Any) -> dict[str, Pickled]:
+    """Under spawn/forkserver the workers' arguments are pickled: fail early and clearly.
+    Returns each object pickled (nothing under fork)."""
     if start_method == "fork":
-        return
+        return {}
+    pickled = {}
     for name, obj in objects.items():
         try:
-            pickle.dumps(obj)
+            pickled[name] = Pickled(name, pickle.dumps(obj))
         except Exception as e:
             raise TypeError(
                 f"{stage}: with start_method={start_method!r} the {name} is sent to the workers "
                 f"by pickling, but {obj!r} cannot be pickled ({type(e).__name__}: {e}). Define "
                 f"functions at module level (not lambdas or closures), or use start_method='fork'"
             ) from e
+    return pickled
 
 
 def start_workers(
@@ -82,11 +105,14 @@ def start_workers(
     context: BaseContext,
     target: Callable[..., None],
     args_per_worker: Sequence[tuple[Any, ...]],
+    into: list[BaseProcess] | None = None,
 ) -> list[BaseProcess]:
     """Start one daemon process per argument tuple; each calls ``target(*args)``.
 
     ``target`` must call :func:`bootstrap_worker` first. Refuses to run inside a worker
-    process of another runner (daemon processes cannot have children).
+    process of another runner (daemon processes cannot have children). Each process is
+    appended to ``into`` (the owner's list) *before* it starts, so whatever interrupts the
+    start, the owner's cleanup finds every process that may be running.
     """
     if mp.current_process().daemon:
         raise RuntimeError(
@@ -95,16 +121,25 @@ def start_workers(
             f"or move this stage out of the outer runner"
         )
     parent = (os.getpid(), threading.current_thread() is threading.main_thread())
-    procs = []
+    procs: list[BaseProcess] = [] if into is None else into
+    first = len(procs)
     try:
         for args in args_per_worker:
             proc = context.Process(target=target, args=(parent, *args), daemon=True)  # type: ignore[attr-defined]
-            proc.start()
             procs.append(proc)
+            with deferred_sigint():  # a fork must not happen without the owner knowing its pid
+                proc.start()
     except BaseException:
-        stop_workers(procs)
+        stop_workers(procs[first:])
         raise
-    return procs
+    return procs[first:]
+
+
+def _started(proc: BaseProcess) -> bool:
+    try:
+        return proc.pid is not None
+    except ValueError:  # closed: it was started and released
+        return False
 
 
 def bootstrap_worker(parent: tuple[int, bool]) -> None:
@@ -190,6 +225,7 @@ def stop_workers(procs: Sequence[BaseProcess], timeout: float = 1.0) -> None:
 
     Interrupt-safe: if a join is interrupted (Ctrl-C), every process still running is
     killed before the exception goes on, so no worker outlives a ``close()``."""
+    procs = [p for p in procs if _started(p)]  # a start interrupted before fork left nothing
     try:
         for proc in procs:
             if proc.exitcode is None:

@@ -42,28 +42,34 @@ _warned: set[str] = set()
 Descriptor = tuple[int, int, int, int]  # ring, slot, offset in the data area, nbytes
 
 
-def create_rings(stage: str, count: int, total_bytes: int) -> list[str] | None:
+def create_rings(
+    stage: str, count: int, total_bytes: int, record: list[str] | None = None
+) -> list[str] | None:
     """Create ``count`` ring files sharing ``total_bytes``; ``None`` (and one warning) if
     ``/dev/shm`` cannot hold them, in which case everything travels over ZMQ. Use
-    :meth:`RingReader.create`, which maps them before any worker can unlink them."""
+    :meth:`RingReader.create`, which maps them before any worker can unlink them.
+
+    Each name is appended to ``record`` *before* its file is created, so an owner that
+    unlinks everything in ``record`` leaves nothing behind even when a Ctrl-C lands here."""
     each = (total_bytes // count) & ~(_ALIGN - 1)
     if each <= _DATA_START + _ALIGN:
         return None
-    paths: list[str] = []
+    paths: list[str] = [] if record is None else record
+    first = len(paths)
     try:
         for i in range(count):
             path = f"/dev/shm/dataflow-{os.getpid()}-{uuid.uuid4().hex[:12]}-{i}"
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
             paths.append(path)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
             try:
                 os.posix_fallocate(fd, 0, each)
             finally:
                 os.close(fd)
     except OSError as e:
-        unlink_all(paths)
+        unlink_all(paths[first:])
         warn_no_shm(stage, f"cannot reserve {total_bytes / 2**20:.0f} MiB in /dev/shm ({e.strerror})")
         return None
-    return paths
+    return paths[first:]
 
 
 def warn_no_shm(stage: str, why: str) -> None:
@@ -184,10 +190,12 @@ class RingReader:
         self._tables = [np.frombuffer(m, np.uint8, TABLE_SLOTS) for m in self._maps]
 
     @classmethod
-    def create(cls, stage: str, count: int, total_bytes: int, copy: bool = False) -> RingReader | None:
+    def create(
+        cls, stage: str, count: int, total_bytes: int, copy: bool = False, record: list[str] | None = None
+    ) -> RingReader | None:
         """Create and map ``count`` rings (one per worker) sharing ``total_bytes``; ``None`` if
-        shared memory is unavailable (see :func:`create_rings`)."""
-        paths = create_rings(stage, count, total_bytes)
+        shared memory is unavailable (see :func:`create_rings`, and its ``record``)."""
+        paths = create_rings(stage, count, total_bytes, record)
         if paths is None:
             return None
         try:

@@ -56,6 +56,7 @@ def _map_worker(
     Never raises: every exception, a task that cannot be decoded included, goes back as an
     ERROR result."""
     link = worker_link(parent, endpoint, ring_path, index, options, (index,), seed)
+    map_func = link.rebuild(map_func)
     where = f"map_func in worker {index} (pid {link.pid})"
     stage = options.stage
     while True:
@@ -138,9 +139,11 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         try:
             ready: set[int] = set()
             while len(ready) < self.num_proc:  # a ROUTER drops messages to unknown peers
-                worker, kind, _ = pool.recv()
+                worker, kind, payload = pool.recv()
                 if kind == msg.READY:
                     ready.add(worker)
+                elif kind == msg.ERROR:  # e.g. a worker could not rebuild map_func
+                    raise msg.error_for(type(self).__name__, payload)
         except BaseException:
             self._stop()  # a failed start leaves no worker and no shared memory behind
             raise

@@ -43,22 +43,25 @@ class ThreadPrefetchData(ProxyDataFlow):
         if self._guard._lock.locked():
             return self._track(self._busy())
         self._local = deque(self.__dict__.pop("_resume", ()))
-        q: queue.Queue[Any] = queue.Queue(self.num_prefetch)
-        stop = threading.Event()
         itr = iter(self.ds)  # the epoch begins now, in this thread
-        t = threading.Thread(target=self._produce, args=(itr, q, stop), name="dataflow-prefetch", daemon=True)
-        t.start()
-        self._run = (t, q)
-        return self._track(self._consume(t, q, stop))
+        return self._track(self._consume(itr))
 
     def _busy(self) -> Iterator[Any]:
         with self._guard:  # raises DataFlowReentrantError
             yield from ()
 
-    def _consume(self, t: threading.Thread, q: queue.Queue[Any], stop: threading.Event) -> Iterator[Any]:
+    def _consume(self, itr: Iterator[Any]) -> Iterator[Any]:
+        """The epoch. The thread starts with the first ``next()``, inside the ``try`` whose
+        ``finally`` stops it: an iterator dropped unstarted (or a Ctrl-C between ``iter()``
+        and the first datapoint) leaves no thread behind."""
         stage, local = type(self).__name__, self._local
+        q: queue.Queue[Any] = queue.Queue(self.num_prefetch)
+        stop = threading.Event()
+        t = threading.Thread(target=self._produce, args=(itr, q, stop), name="dataflow-prefetch", daemon=True)
         with self._guard:
             try:
+                t.start()
+                self._run = (t, q)
                 while True:
                     item = local.popleft() if local else get(q, stage, self.timeout, [t])
                     if type(item) is tuple and len(item) == 2 and item[0] is END:

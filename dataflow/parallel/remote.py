@@ -72,17 +72,19 @@ def send_dataflow_zmq(
     curve_keypair: KeyPair | None = None,
     curve_server_key: bytes | None = None,
     progress: bool = True,
+    loop: bool = False,
 ) -> int:
     """Send one epoch of ``df`` to ``addr`` (e.g. ``"tcp://trainer:9999"``), then an
     end-of-stream marker; returns the number of datapoints sent. A receiver that refuses the
     connection (CURVE keys) raises ``PermissionError`` instead of hanging.
 
-    ``df`` is reset here. For an endless stream give an endless flow (``df.repeat()``);
-    tensorpack's version looped forever by itself. ``format`` is accepted for
-    compatibility: only ``None``/``"codec"`` (the safe codec) is supported — pickle never
-    crosses machines. With CURVE, pass this sender's ``curve_keypair`` and the receiver's
-    public key as ``curve_server_key``. A tqdm bar reports the throughput (``progress=False``
-    or ``TQDM_DISABLE=1`` hide it).
+    ``df`` is reset here. ``loop=True`` sends epoch after epoch forever, with no end marker
+    (tensorpack's behaviour); it returns only by an exception (Ctrl-C), and raises
+    ``ValueError`` if an epoch is empty instead of spinning. ``df.repeat()`` is the same.
+    ``format`` is accepted for compatibility: only ``None``/``"codec"`` (the safe codec) is
+    supported — pickle never crosses machines. With CURVE, pass this sender's
+    ``curve_keypair`` and the receiver's public key as ``curve_server_key``. A tqdm bar
+    reports the throughput (``progress=False`` or ``TQDM_DISABLE=1`` hide it).
     """
     stage = "send_dataflow_zmq"
     if format not in (None, "codec"):
@@ -106,17 +108,23 @@ def send_dataflow_zmq(
         (sock.bind if bind else sock.connect)(addr)
         df.reset_state()
         try:
-            total = len(df)
+            total = None if loop else len(df)
         except (TypeError, NotImplementedError):
             total = None
         n = 0
         with progress_bar(stage, progress, total=total, desc=stage, smoothing=0.1) as bar:
-            for dp in df:
-                _send(sock, monitor, codec.dumps_frames(dp), addr)
-                n += 1
-                if n % 64 == 0:
-                    bar.update(64)
-                    _check_refused(monitor, addr)
+            while True:
+                start = n
+                for dp in df:
+                    _send(sock, monitor, codec.dumps_frames(dp), addr)
+                    n += 1
+                    if n % 64 == 0:
+                        bar.update(64)
+                        _check_refused(monitor, addr)
+                if not loop:
+                    break
+                if n == start:
+                    raise ValueError(f"{stage}: loop=True but an epoch of {type(df).__name__} was empty")
             bar.update(n % 64)
         _send(sock, monitor, [_END], addr)
         _check_refused(monitor, addr, wait_s=_HANDSHAKE_WAIT_S)

@@ -59,6 +59,7 @@ def _runner_worker(
     forever, answering control requests at message boundaries. Never raises: an exception is
     sent to the consumer, then the worker idles until it is stopped."""
     link = worker_link(parent, endpoint, ring_path, index, options, (index,), seed)
+    ds = link.rebuild(ds)
     pending: list[Any] = []
     where = f"the flow {type(ds).__name__} in worker {index} (pid {link.pid})"
     try:
@@ -189,6 +190,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self._ready: set[int] = set()
         self._token = 0
         self._worker_states: list[Any] | None = None  # where each worker starts (a loaded state)
+        self._interrupted = False  # a Ctrl-C may have cut a message in half: restart first
 
     def _state_upstreams(self) -> tuple[DataFlow, ...]:
         return ()  # the flow runs in the workers; their states are this stage's own
@@ -204,6 +206,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         args = [(self.ds, i, self.options, seed, states[i]) for i in range(self.num_proc)]
         self._received, self._ready = len(self._buffer), set()
         self._pool = ProcessPool(self.options, _runner_worker, args, {"flow": self.ds})
+        self._interrupted = False  # only once started: a Ctrl-C during a restart retries it
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -231,6 +234,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         return None
 
     def __iter__(self) -> Iterator[Any]:
+        if self._interrupted:
+            self._restart_after_interrupt()
         pool = self._pool
         if pool is None:
             raise DataFlowNotReset(
@@ -251,9 +256,21 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             buffer = self._buffer
             while size is None or n < size:
                 while not buffer:
-                    self._receive(pool)
+                    try:
+                        self._receive(pool)
+                    except KeyboardInterrupt:
+                        self._interrupted = True
+                        raise
                 yield buffer.popleft()
                 n += 1
+
+    def _restart_after_interrupt(self) -> None:
+        """A Ctrl-C can land between two parts of a message, where the rest of that message
+        (and its shared-memory slot) cannot be matched up again: start the workers afresh, as
+        ``reset_state()`` does. Datapoints in flight are dropped, as when an epoch is left with
+        ``break``; what is yielded from now on is intact."""
+        self._buffer.clear()  # they may view the old pool's shared memory
+        self.reset_state()
 
     def close_workers(self) -> None:
         pool, self._pool = self._pool, None

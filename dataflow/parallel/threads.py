@@ -23,8 +23,9 @@ from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateError
 from . import _messages as msg
+from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
-from ._thread_util import END, Pause, get, put, stop_threads
+from ._thread_util import END, POLL_S, Pause, get, put, stop_threads
 from .maps import _apply
 from .prefetch import ThreadPrefetchData
 
@@ -32,10 +33,20 @@ __all__ = ["MultiThreadMapData", "MultiThreadRunner", "ThreadPrefetchData"]
 
 
 def _map_thread(
-    tasks: queue.Queue[Any], results: queue.Queue[Any], func: Callable[..., Any], where: str
+    tasks: queue.Queue[Any],
+    results: queue.Queue[Any],
+    func: Callable[..., Any],
+    where: str,
+    stop: threading.Event,
 ) -> None:
-    while True:
-        item = tasks.get()
+    """Map tasks until ``None`` or ``stop``. Waits with a timeout: a Ctrl-C in the consumer
+    while it held the queue's condition can lose a wake-up, and a thread waiting without one
+    would then never see the end."""
+    while not stop.is_set():
+        try:
+            item = tasks.get(timeout=POLL_S)
+        except queue.Empty:
+            continue
         if item is None:
             return
         task_id, chunk, rng_key = item
@@ -74,15 +85,17 @@ class MultiThreadMapData(ParallelMapBase):
     def _start(self) -> None:
         self._tasks: queue.Queue[Any] = queue.Queue()
         self._results: queue.Queue[Any] = queue.Queue()
+        self._stopping = threading.Event()
         for i in range(self.num_thread):
             t = threading.Thread(
                 target=_map_thread,
-                args=(self._tasks, self._results, self.map_func, f"map_func in thread {i}"),
+                args=(self._tasks, self._results, self.map_func, f"map_func in thread {i}", self._stopping),
                 name=f"dataflow-map-{i}",
                 daemon=True,
             )
-            t.start()
-            self._threads.append(t)
+            self._threads.append(t)  # before it starts: whatever interrupts, _stop finds it
+            with deferred_sigint():
+                t.start()
 
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
         self._tasks.put((task_id, chunk, rng_key))
@@ -91,9 +104,9 @@ class MultiThreadMapData(ParallelMapBase):
         return get(self._results, type(self).__name__, self.timeout, self._threads)  # type: ignore[no-any-return]
 
     def _stop(self) -> None:
-        for _ in self._threads:
-            self._tasks.put(None)
-        stop_threads(self._threads, threading.Event(), None)
+        with deferred_sigint():  # bounded (~1 s): a Ctrl-C here must not strand a thread
+            stop_threads([t for t in self._threads if t.ident is not None], self._stopping, None)
+            self._threads.clear()
 
 
 def _runner_thread(
@@ -180,8 +193,9 @@ class MultiThreadRunner(DataFlow):
                 name=f"dataflow-runner-{i}",
                 daemon=True,
             )
-            t.start()
-            self._threads.append(t)
+            self._threads.append(t)  # before it starts: whatever interrupts, close() finds it
+            with deferred_sigint():
+                t.start()
 
     def __iter__(self) -> Iterator[Any]:
         if not self._threads:
@@ -214,7 +228,10 @@ class MultiThreadRunner(DataFlow):
     def close(self) -> None:
         """Stop and join the threads (each at most ~1 s). Idempotent."""
         self._pause.release()
-        stop_threads(self._threads, self._stop, getattr(self, "_queue", None))
+        with deferred_sigint():  # bounded (~1 s): a Ctrl-C here must not strand a thread
+            started = [t for t in self._threads if t.ident is not None]
+            stop_threads(started, self._stop, getattr(self, "_queue", None))
+            self._threads.clear()
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__

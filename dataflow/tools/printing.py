@@ -132,6 +132,8 @@ class PrintData(ProxyDataFlow):
     Reentrant when the upstream is; ``len`` is the upstream's.
     """
 
+    stateless = True  # its position is its upstream's; the epoch count only labels output
+
     def __init__(
         self,
         ds: DataFlow,
@@ -161,7 +163,9 @@ class PrintData(ProxyDataFlow):
 
     def __iter__(self) -> Iterator[Any]:
         epoch, self._epoch = self._epoch, self._epoch + 1
-        it = iter(self.ds)
+        return self._track(self._print(epoch, iter(self.ds)))  # the epoch begins at iter()
+
+    def _print(self, epoch: int, it: Iterator[Any]) -> Iterator[Any]:
         if self.num:
             label = f"PrintData ({self.name})" if self.name is not None else "PrintData"
             for k, dp in enumerate(it):

@@ -29,7 +29,7 @@ def test_df_lists_must_be_non_empty_list(cls: type) -> None:
     ):
         cls([])
     with pytest.raises(
-        ValueError, match=rf"{cls.__name__}: df_lists must be a non-empty list of DataFlows, got ListFlow\("
+        ValueError, match=rf"{cls.__name__}: df_lists must be a non-empty list of DataFlows, got ListFlow"
     ):
         cls(_flow("a", 1))
     with pytest.raises(

@@ -1,0 +1,64 @@
+"""SVMlight / libsvm text files: :class:`SVMLightData`.
+
+Parsed here (no scikit-learn needed), with scikit-learn's ``load_svmlight_file`` conventions:
+``label idx:value ...`` per line, ``#`` comments, ``qid:`` ignored, feature indices one-based
+unless some index is 0 (then zero-based), the feature count the largest index seen; ``X``
+dense ``float64``, ``y`` ``float64``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..sources.memory import DataFromArrays
+from ._common import FormatError, PathType, fspath
+
+__all__ = ["SVMLightData", "read_svmlight"]
+
+
+def read_svmlight(path: str, stage: str = "read_svmlight") -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` of an SVMlight file; :class:`FormatError` names the file and line of a bad entry."""
+    labels: list[float] = []
+    rows: list[list[tuple[int, float]]] = []
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            label, *pairs = line.split()
+            try:
+                labels.append(float(label))
+                row = []
+                for pair in pairs:
+                    key, value = pair.split(":", 1)
+                    if key != "qid":
+                        row.append((int(key), float(value)))
+            except ValueError as e:
+                raise FormatError(f"{stage}: {path} line {lineno}: cannot parse {line[:60]!r} ({e})") from e
+            rows.append(row)
+    if not rows:
+        raise FormatError(f"{stage}: {path} holds no sample")
+    indices = [i for row in rows for i, _ in row]
+    offset = 0 if indices and min(indices) == 0 else 1
+    if indices and min(indices) < 0:
+        raise FormatError(f"{stage}: {path}: negative feature index {min(indices)}")
+    x = np.zeros((len(rows), (max(indices) + 1 - offset) if indices else 0), np.float64)
+    for r, row in enumerate(rows):
+        for i, v in row:
+            x[r, i - offset] = v
+    return x, np.asarray(labels, np.float64)
+
+
+class SVMLightData(DataFromArrays):
+    """``[X_i, y_i]`` for each sample of an SVMlight file: ``X_i`` a dense ``float64`` row,
+    ``y_i`` a ``float64`` label. tensorpack's arguments. Random access: shuffles with
+    ``self.rng``, checkpoints and shards by index."""
+
+    def __init__(self, filename: PathType, shuffle: bool = True, seed: int | None = None) -> None:
+        path = fspath("SVMLightData", "filename", filename)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"SVMLightData: no such file: {path!r}")
+        self.X, self.y = read_svmlight(path, "SVMLightData")
+        super().__init__([self.X, self.y], shuffle=shuffle, seed=seed)

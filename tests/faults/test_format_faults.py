@@ -1,0 +1,142 @@
+"""Storage formats against damaged and foreign files (fault-injection suite).
+
+Promise: reading a truncated, bit-flipped or foreign file never crashes the process (no
+SIGBUS/SIGSEGV) and never leaks a backend exception: it raises
+:class:`~dataflow.formats.FormatError` naming the file (or, for a flipped bit inside a value
+that no checksum covers, :class:`~dataflow.codec.CodecError` naming the record, or reads
+data). Each format's damaged copies are read in a child process, so a crash fails one test
+and names the copy that caused it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dataflow.formats import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
+from dataflow.sources import DataFromList
+
+ROOT = Path(__file__).resolve().parents[2]
+N = 60
+
+
+def _flow() -> DataFromList:
+    rng = np.random.default_rng(0)
+    return DataFromList([[rng.random(50).astype(np.float32), i] for i in range(N)], shuffle=False)
+
+
+WRITERS = {
+    "lmdb": lambda p: LMDBSerializer.save(_flow(), p),
+    "npz": lambda p: NumpySerializer.save(_flow(), p),
+    "npz-compressed": lambda p: NumpySerializer.save(_flow(), p, compressed=True),
+    "hdf5": lambda p: HDF5Serializer.save(_flow(), p, ["a", "b"]),
+    "tfrecord": lambda p: TFRecordSerializer.save(_flow(), p),
+}
+SUFFIX = {"lmdb": ".lmdb", "npz": ".npz", "npz-compressed": ".npz", "hdf5": ".h5", "tfrecord": ".tfrecord"}
+
+
+def _probe(kind: str, paths: list[str]) -> list[tuple[str, str]]:
+    """Read every path in one child; ``[(path, outcome line)]``; fails on a crash."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.faults._format_probe", kind, *paths],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = proc.stdout.splitlines()
+    last = next((ln for ln in reversed(lines) if ln.startswith("probe ")), "before any probe")
+    crash = f"the reader crashed (exit {proc.returncode}) at {last}:\n{proc.stderr[-2000:]}"
+    assert proc.returncode == 0, crash
+    out, current = [], ""
+    for ln in lines:
+        if ln.startswith("probe "):
+            current = ln[6:]
+        else:
+            out.append((current, ln))
+    assert len(out) == len(paths), proc.stdout[-2000:]
+    return out
+
+
+def _copies(src: str, tmp: Path, kind: str, damage: str) -> list[str]:
+    data_file = os.path.join(src, "data.mdb") if os.path.isdir(src) else src
+    blob = Path(data_file).read_bytes()
+    rng = np.random.default_rng(7)
+    out = []
+    if damage == "truncated":
+        cuts = sorted({0, 1, 100, len(blob) // 2, len(blob) - 1, *rng.integers(1, len(blob), 12).tolist()})
+        variants = [blob[:c] for c in cuts]
+    else:  # bit flips
+        variants = []
+        for _ in range(16):
+            b = bytearray(blob)
+            for pos in rng.integers(0, len(b), 3).tolist():
+                b[pos] ^= 1 << int(rng.integers(0, 8))
+            variants.append(bytes(b))
+    for i, v in enumerate(variants):
+        p = tmp / f"{damage}{i}{SUFFIX[kind]}"
+        p.write_bytes(v)
+        out.append(str(p))
+    return out
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    tmp = tmp_path_factory.mktemp("originals")
+    out = {}
+    for kind, write in WRITERS.items():
+        path = str(tmp / f"orig-{kind}{SUFFIX[kind]}")
+        write(path)
+        out[kind] = path
+    return out
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_truncated_files_raise_format_error_naming_the_file(
+    kind: str, originals: dict[str, str], tmp_path: Path
+) -> None:
+    """A file cut anywhere (an interrupted copy) raises FormatError naming it, never crashes."""
+    paths = _copies(originals[kind], tmp_path, kind, "truncated")
+    for path, outcome in _probe(kind, paths):
+        if kind == "tfrecord" and os.path.getsize(path) == 0:
+            assert outcome == "ok 0"  # an empty file is a valid TFRecord file without records
+            continue
+        assert outcome.startswith("error FormatError") and os.path.basename(path) in outcome, (path, outcome)
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_bit_flips_never_crash_or_leak_backend_errors(
+    kind: str, originals: dict[str, str], tmp_path: Path
+) -> None:
+    """Flipped bits give FormatError (or CodecError naming the record, or data where no
+    checksum covers the flipped byte); never a crash, never the backend's own exception."""
+    paths = _copies(originals[kind], tmp_path, kind, "flipped")
+    for path, outcome in _probe(kind, paths):
+        ok = outcome.startswith(("ok ", "error FormatError", "error CodecError"))
+        assert ok, (path, outcome)
+        if outcome.startswith("error FormatError"):
+            assert os.path.basename(path) in outcome, (path, outcome)
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_files_of_another_kind_raise_format_error(
+    kind: str, originals: dict[str, str], tmp_path: Path
+) -> None:
+    """Every reader handed every other format's file (and random bytes) says FormatError."""
+    paths = []
+    for other, src in originals.items():
+        if other.split("-")[0] == kind.split("-")[0]:  # npz and compressed npz: one reader
+            continue
+        data_file = os.path.join(src, "data.mdb") if os.path.isdir(src) else src
+        dst = tmp_path / f"foreign-{other}{SUFFIX[kind]}"
+        shutil.copyfile(data_file, dst)
+        paths.append(str(dst))
+    junk = tmp_path / f"junk{SUFFIX[kind]}"
+    junk.write_bytes(np.random.default_rng(1).bytes(20_000))
+    paths.append(str(junk))
+    for path, outcome in _probe(kind, paths):
+        assert outcome.startswith("error FormatError") and os.path.basename(path) in outcome, (path, outcome)

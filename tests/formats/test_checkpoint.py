@@ -1,0 +1,159 @@
+"""Every storage-format reader checkpoints, resumes and shards (issue: resumable pipelines):
+at every cut the resumed reader yields exactly what the uninterrupted one would have, and
+resuming reads nothing that was consumed (by index for LMDB, NumPy and HDF5; by byte offset
+for TFRecord)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import lmdb
+import numpy as np
+import pytest
+
+import dataflow as D
+from dataflow.errors import StateError
+from dataflow.formats import (
+    HDF5Data,
+    HDF5Serializer,
+    LMDBData,
+    LMDBSerializer,
+    NumpySerializer,
+    TFRecordData,
+    TFRecordSerializer,
+    lmdb_format,
+    tfrecord,
+)
+from tests.checkpoint._harness import check_resume
+
+N = 13
+
+
+def _rows() -> D.DataFlow:
+    return D.DataFromList([[i, np.full(3, i, dtype=np.int32), f"s{i}"] for i in range(N)], shuffle=False)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    tmp = tmp_path_factory.mktemp("formats")
+    out = {k: str(tmp / k) for k in ("db.lmdb", "data.npz", "data.h5", "a.tfrecord", "b.tfrecord")}
+    LMDBSerializer.save(_rows(), out["db.lmdb"])
+    NumpySerializer.save(_rows(), out["data.npz"])
+    HDF5Serializer.save(_rows().map(lambda dp: [dp[0], dp[1]]), out["data.h5"], ["id", "vec"])
+    TFRecordSerializer.save(_rows(), out["a.tfrecord"])
+    TFRecordSerializer.save(_rows().take(5), out["b.tfrecord"])
+    foreign = str(tmp / "foreign")
+    env = lmdb.open(foreign, map_size=1 << 20)
+    with env.begin(write=True) as txn:
+        for i in range(N):
+            txn.put(b"img-%03d" % i, b"payload %d" % i)
+    env.close()
+    out["foreign"] = foreign
+    return out
+
+
+READERS: dict[str, Callable[[dict[str, str]], D.DataFlow]] = {
+    "lmdb in order": lambda f: LMDBSerializer.load(f["db.lmdb"], shuffle=False),
+    "lmdb shuffled": lambda f: LMDBSerializer.load(f["db.lmdb"], shuffle=True, seed=3),
+    "lmdb raw, foreign, in order": lambda f: LMDBData(f["foreign"], shuffle=False),
+    "lmdb raw, foreign, shuffled": lambda f: LMDBData(f["foreign"], shuffle=True, seed=3),
+    "lmdb sharded": lambda f: LMDBSerializer.load(f["db.lmdb"], shuffle=True, seed=3).shard(3, 1),
+    "numpy in order": lambda f: NumpySerializer.load(f["data.npz"], shuffle=False),
+    "numpy shuffled, sharded": lambda f: NumpySerializer.load(f["data.npz"], True, seed=4).shard(2, 0),
+    "hdf5 in order": lambda f: HDF5Data(f["data.h5"], ["id", "vec"], shuffle=False),
+    "hdf5 shuffled": lambda f: HDF5Data(f["data.h5"], ["id", "vec"], shuffle=True, seed=5),
+    "tfrecord, two files": lambda f: TFRecordData([f["a.tfrecord"], f["b.tfrecord"]]),
+    "tfrecord raw records": lambda f: TFRecordData(f["a.tfrecord"], decode=False),
+    "lmdb then shuffle buffer and batch": lambda f: LMDBSerializer.load(f["db.lmdb"], shuffle=False)
+    .shuffle(4, seed=1)
+    .batch(3, remainder=True),
+}
+
+
+@pytest.mark.parametrize("name", list(READERS))
+def test_reader_resumes_exactly_at_every_cut(name: str, files: dict[str, str]) -> None:
+    """Resume inside an epoch, at its end and between epochs, before and after reset_state."""
+    cuts = check_resume(lambda: READERS[name](files), epochs=2)
+    assert cuts >= 2 * (N // 3) + 3
+
+
+def test_lmdb_resume_reads_no_consumed_entry(files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No replay: a resumed in-order LMDB reader seeks its cursor to the position's key and
+    never decodes an entry before it."""
+    df = LMDBSerializer.load(files["db.lmdb"], shuffle=False)
+    df.reset_state()
+    it = iter(df)
+    for _ in range(9):
+        next(it)
+    state = df.state_dict()
+    decoded: list[Any] = []
+    real = lmdb_format.codec.loads
+
+    def spy(data: Any) -> Any:
+        out = real(data)
+        if isinstance(out, list):  # a datapoint (not the metadata dict)
+            decoded.append(out[0])
+        return out
+
+    monkeypatch.setattr(lmdb_format.codec, "loads", spy)
+    again = LMDBSerializer.load(files["db.lmdb"], shuffle=False)
+    again.load_state_dict(state)
+    again.reset_state()
+    assert [dp[0] for dp in again] == list(range(9, N))
+    assert decoded == list(range(9, N))  # nothing before position 9 was read
+
+
+def test_tfrecord_resume_seeks_to_the_byte_offset(
+    files: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No replay: a resumed TFRecord reader starts reading at the saved byte offset."""
+    df = TFRecordData(files["a.tfrecord"])
+    df.reset_state()
+    it = iter(df)
+    for _ in range(7):
+        next(it)
+    state = df.state_dict()
+    starts: list[tuple[int, int]] = []
+    real = tfrecord.read_records
+
+    def spy(stage: str, path: str, verify_crc: bool = True, offset: int = 0, index: int = 0) -> Any:
+        starts.append((offset, index))
+        return real(stage, path, verify_crc, offset, index)
+
+    monkeypatch.setattr(tfrecord, "read_records", spy)
+    again = TFRecordData(files["a.tfrecord"])
+    again.load_state_dict(state)
+    again.reset_state()
+    assert [dp[0] for dp in again] == list(range(7, N))
+    assert starts[-1][1] == 8 and starts[-1][0] > 0, starts  # header + records 1..7 consumed
+    assert all(offset == 0 for offset, _ in starts[:-1]), starts  # reset_state's header check
+
+
+def test_reader_state_for_other_data_is_refused(files: dict[str, str]) -> None:
+    """A state saved for a file with other contents (another length or file count) raises
+    StateError naming the stage instead of resuming at a wrong place."""
+    df = TFRecordData([files["a.tfrecord"], files["b.tfrecord"]])
+    df.reset_state()
+    next(iter(df))
+    with pytest.raises(StateError, match="TFRecordData"):
+        TFRecordData(files["a.tfrecord"]).load_state_dict(df.state_dict())
+    short = NumpySerializer.load(files["data.npz"], shuffle=False)
+    short.reset_state()
+    next(iter(short))
+    state = short.state_dict()
+    state["root"]["state"]["items"] = N + 1
+    with pytest.raises(StateError, match="datapoints"):
+        NumpySerializer.load(files["data.npz"], shuffle=False).load_state_dict(state)
+
+
+def test_lmdb_shards_are_disjoint_and_cover_the_database(files: dict[str, str]) -> None:
+    """Index-based sharding of a shuffled LMDB reader: equal, disjoint shares per rank."""
+    seen = []
+    for rank in range(3):
+        df = LMDBSerializer.load(files["db.lmdb"], shuffle=True, seed=9).shard(3, rank)
+        df.reset_state()
+        seen.append([dp[0] for dp in df])
+    assert {len(s) for s in seen} == {N // 3}
+    flat = [i for s in seen for i in s]
+    assert len(set(flat)) == len(flat) and set(flat) <= set(range(N))
