@@ -5,10 +5,13 @@ own PEP 517 backend (no network, no build isolation)."""
 
 from __future__ import annotations
 
+import configparser
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -46,9 +49,48 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_wheel_ships_py_typed(dists: dict[str, Path]) -> None:
     names = zipfile.ZipFile(dists["wheel"]).namelist()
     assert "dataflow/py.typed" in names, f"dataflow/py.typed is not in the wheel: {sorted(names)}"
     assert "dataflow/base.py" in names
+
+
+def _tracked(pattern: str) -> set[str]:
+    return {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern) if "__pycache__" not in p.parts}
+
+
+@pytest.mark.timeout(180)
+def test_sdist_carries_tests_docs_benchmarks_and_examples(dists: dict[str, Path]) -> None:
+    with tarfile.open(dists["sdist"]) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    wanted = set()
+    patterns = ("tests/**/*.py", "docs/*.rst", "docs/*.md", "docs/conf.py", "benchmarks/*", "examples/*.py")
+    for pattern in patterns:
+        wanted |= _tracked(pattern)
+    wanted |= {"README.md", "LICENSE", "CHANGELOG.md", "setup.cfg", "pyproject.toml", "tox.ini"}
+    wanted.add("dataflow/py.typed")
+    assert len([w for w in wanted if w.startswith("tests/")]) > 20, "the glob above went stale"
+    missing = sorted(w for w in wanted if (ROOT / w).is_file() and w not in names)
+    assert not missing, f"the sdist lacks {len(missing)} files: {missing}"
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+# --- dependencies ----------------------------------------------------------------------------
+
+_IMPORT_NAMES = {"pyzmq": "zmq"}
+
+
+def test_every_core_dependency_is_used_and_documented() -> None:
+    """No dependency is installed for nothing: the library imports each one, and the
+    Dependencies section of the getting-started page says why it is there."""
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    requires = [re.split(r"[<>=!~ ;\[]", r.strip())[0] for r in cfg["options"]["install_requires"].split()]
+    sources = "\n".join(p.read_text("utf-8") for p in (ROOT / "dataflow").rglob("*.py"))
+    page = (ROOT / "docs" / "getting_started.rst").read_text("utf-8")
+    section = page[page.index("\nDependencies\n") :]
+    for req in requires:
+        module = _IMPORT_NAMES.get(req, req.replace("-", "_"))
+        assert re.search(rf"^\s*(import|from) {module}\b", sources, re.MULTILINE), f"{req} is never imported"
+        assert f"**{req}**" in section, f"docs/getting_started.rst does not say why {req} is a dependency"

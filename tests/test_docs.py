@@ -62,9 +62,14 @@ def test_docs_build_without_warnings(tmp_path: Path) -> None:
     # (any other .rst page must be in the toctree too: sphinx warns otherwise, and -W fails)
     pages = ("index", "getting_started", "concepts", "parallel", "zero_copy", "formats", "remote",
              "adapters", "adapters_tf", "adapters_torch", "adapters_jax", "migration_inputsources",
-             "migration", "api", "performance")
+             "migration", "api", "performance", "logging")
     for page in pages:
         assert (tmp_path / "html" / f"{page}.html").is_file(), f"docs page {page!r} was not built"
+    # the benchmarks' Markdown tables render as HTML tables, not as raw text
+    md_tables = len(re.findall(r"^\|[-: |]*---", (ROOT / "docs" / "performance.md").read_text("utf-8"), re.M))
+    html = (tmp_path / "html" / "performance.html").read_text("utf-8")
+    assert md_tables and html.count("<table") >= md_tables, (md_tables, html.count("<table"))
+    assert "|---|" not in html
 
 
 def test_api_page_lists_every_public_module() -> None:

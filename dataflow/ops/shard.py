@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .. import seeding
 from .._checks import check_int
 from .._state_fields import decode_items, encode_items, field, int_field
+from .._warn import warn
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import StateError
 from ..sources._indexed import IndexedSource
@@ -165,10 +165,9 @@ def _hint_index_sharding(ds: DataFlow) -> None:
         flow = flow.ds
         chain.append(type(flow).__name__)
     if isinstance(flow, IndexedSource) and len(chain) > 1:
-        warnings.warn(
+        warn(
             f"ShardData: sharding by position after {' <- '.join(chain[:-1])}: every rank reads and "
             f"processes all of {chain[-1]} and keeps its part. Put .shard() right after "
             f"{chain[-1]} to read only this rank's part",
             UserWarning,
-            stacklevel=3,
         )

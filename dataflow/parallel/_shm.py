@@ -24,11 +24,12 @@ import mmap
 import os
 import time
 import uuid
-import warnings
 import weakref
 from typing import Any
 
 import numpy as np
+
+from .._warn import warn
 
 __all__ = ["TABLE_SLOTS", "RingReader", "RingWriter", "create_rings", "unlink_all", "warn_no_shm"]
 
@@ -76,12 +77,11 @@ def warn_no_shm(stage: str, why: str) -> None:
     if stage in _warned:
         return
     _warned.add(stage)
-    warnings.warn(
+    warn(
         f"{stage}: no shared memory for large arrays: {why}; they will travel over ZMQ instead "
         f"(slower). Lower shm_bytes=, enlarge /dev/shm (docker: --shm-size), or pass shm_bytes=0 "
         f"to silence this",
         RuntimeWarning,
-        stacklevel=4,
     )
 
 

@@ -16,7 +16,6 @@ producers, :class:`RemoteDataZMQ` on the trainer.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ import zmq.utils.monitor
 from .. import codec
 from .._checks import check_int, check_timeout
 from .._progress import check_progress, progress_bar
+from .._warn import warn
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateUnsupportedError
 from ._messages import recv_parts
@@ -281,11 +281,7 @@ class RemoteDataZMQ(DataFlow):
         self.malformed += 1
         if self.on_malformed == "raise":
             raise err
-        warnings.warn(
-            f"{type(self).__name__}: skipped malformed message #{self.malformed}: {err}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        warn(f"{type(self).__name__}: skipped malformed message #{self.malformed}: {err}", RuntimeWarning)
 
     def close(self) -> None:
         """Close the sockets, the authenticator and the context. Idempotent."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numbers
 import queue as queue_mod
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from operator import itemgetter
@@ -22,6 +21,7 @@ from typing import Any
 from .._fluent import T_co
 from .._state import save_options
 from .._state_fields import exhausted, field, int_field, position
+from .._warn import warn
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowError, StateUnsupportedError
 from .memory import is_int
@@ -89,12 +89,11 @@ class DataFromIterable(DataFlow[T_co]):
             return it
         counter = enumerate(it, skip)
         if skip:
-            warnings.warn(
+            warn(
                 f"{type(self).__name__}: resuming by running the iterable again and skipping the "
                 f"{skip} datapoints consumed before the checkpoint (it cannot seek); the result "
                 f"is exact only if it yields the same sequence again",
                 RuntimeWarning,
-                stacklevel=2,
             )
             for _ in islice(it, skip):
                 pass

@@ -7,6 +7,7 @@ the ``spawn``/``forkserver`` start methods can import it in the child.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import random
 import signal
@@ -205,6 +206,14 @@ def raising_flow_iter() -> Iterator[list[int]]:
     raise MyError("flow broke at 2")
 
 
+def _segfault() -> None:
+    """Crash this process with SIGSEGV, quietly: the faulthandler pytest enables (inherited
+    by forked workers, writing to the terminal past pytest's capture) would print a dump of
+    this deliberate crash in the middle of a green run."""
+    faulthandler.disable()
+    ctypes.string_at(0)
+
+
 class SegfaultFlow(DataFlow):
     """Crashes the process with a segmentation fault on its first datapoint."""
 
@@ -212,7 +221,7 @@ class SegfaultFlow(DataFlow):
         return 10
 
     def __iter__(self) -> Iterator[list[int]]:
-        ctypes.string_at(0)
+        _segfault()
         yield [0]
 
 
@@ -239,7 +248,7 @@ class OneWorkerCrashes(DataFlow):
         if _claim(self.path):
             yield [-1]
             time.sleep(0.3)
-            ctypes.string_at(0)
+            _segfault()
         i = 0
         while True:
             yield [i]
