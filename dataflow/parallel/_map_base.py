@@ -180,10 +180,10 @@ class ParallelMapBase(ProxyDataFlow):
 
     def reset_workers(self) -> None:
         """Restart the workers without resetting the upstream (after an interrupt)."""
+        self._clear_epoch_state()  # first: results held here may view the old workers' memory
         self._stop()
         self._inflight = 0
         self._endless = None
-        self._clear_epoch_state()
         self._start()
         self._interrupted = False
 

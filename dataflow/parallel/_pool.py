@@ -151,8 +151,11 @@ class ProcessPool:
         msg.send(self.sock, kind, obj, prefix=(identity(worker),))
 
     def close(self) -> None:
-        """Stop the workers and release the socket, context and shared memory. Idempotent."""
-        self._finalizer()
+        """Stop the workers and release the socket, context and shared memory. Idempotent.
+        Runs with SIGINT held: a Ctrl-C between the finalizer marking itself done and the
+        release starting would otherwise skip the release altogether."""
+        with deferred_sigint():
+            self._finalizer()
 
 
 def _shutdown(procs: list[BaseProcess], owned: dict[str, Any]) -> None:

@@ -120,18 +120,18 @@ def main() -> None:
     try:
         t.start()
         while True:
-            try:
+            try:  # a SIGINT may land anywhere in here, the check included: the epoch is then retried
                 if not (t.is_alive() or complete == 0):
                     break
                 epoch = list(df)
+                why = uninterrupted(functools.partial(problem, kind, epoch))
+                if why is not None:
+                    print("BAD", kind, why, flush=True)
+                    os._exit(3)
+                complete += 1
             except KeyboardInterrupt:
                 interrupted += 1
                 continue
-            why = uninterrupted(functools.partial(problem, kind, epoch))
-            if why is not None:
-                print("BAD", kind, why, flush=True)
-                os._exit(3)
-            complete += 1
         t.join()
         while True:  # a SIGINT may still be on its way: close outside the storm
             try:
