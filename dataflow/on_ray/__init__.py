@@ -1,0 +1,7 @@
+"""Scale-out on Ray: a parallel map on Ray actors, a runner of flow copies on Ray workers,
+and interop with Ray Data. Importing this package does not import Ray: Ray is imported
+(and, if needed, a local Ray started) when a Ray flow is reset or converted."""
+
+from .maps import RayMapData
+
+__all__ = ["RayMapData"]
