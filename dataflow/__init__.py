@@ -35,7 +35,7 @@ from .ops.padded_batch import PaddedBatchData
 from .ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from .ops.shard import ShardData
 from .ops.shuffle import LocallyShuffleData
-from .on_ray import RayMapData
+from .on_ray import RayMapData, RayRunner
 from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
 from .parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
 from .parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
@@ -104,6 +104,7 @@ __all__ = [
     "RandomChooseData",
     "RandomMixData",
     "RayMapData",
+    "RayRunner",
     "ReentrancyGuard",
     "RemoteDataZMQ",
     "RepeatedData",

@@ -3,5 +3,6 @@ and interop with Ray Data. Importing this package does not import Ray: Ray is im
 (and, if needed, a local Ray started) when a Ray flow is reset or converted."""
 
 from .maps import RayMapData
+from .runner import RayRunner
 
-__all__ = ["RayMapData"]
+__all__ = ["RayMapData", "RayRunner"]

@@ -42,3 +42,16 @@ def big_array(dp: list[Any]) -> list[Any]:
 
 def noisy(dp: list[Any], rng: np.random.Generator) -> list[Any]:
     return [dp[0], float(rng.random())]
+
+
+def build_counter_flow() -> Any:
+    """A builder run on the worker: 20 numbers, then a per-worker random value."""
+    from dataflow import DataFromList
+
+    return DataFromList([[i] for i in range(20)], shuffle=False)
+
+
+def build_random_flow() -> Any:
+    from dataflow import DataFromList
+
+    return DataFromList([[i] for i in range(12)], shuffle=True)
