@@ -35,7 +35,7 @@ from .ops.padded_batch import PaddedBatchData
 from .ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from .ops.shard import ShardData
 from .ops.shuffle import LocallyShuffleData
-from .on_ray import RayMapData, RayRunner
+from .on_ray import DataFromRay, RayMapData, RayRunner, from_ray, to_ray
 from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
 from .parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
 from .parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
@@ -73,6 +73,7 @@ __all__ = [
     "DataFromIterable",
     "DataFromList",
     "DataFromQueue",
+    "DataFromRay",
     "FakeData",
     "FilterData",
     "FixedSizeData",
@@ -126,9 +127,11 @@ __all__ = [
     "__version__",
     "checkpoint",
     "describe_datapoint",
+    "from_ray",
     "generate_curve_keypair",
     "profile",
     "seeding",
     "send_dataflow_zmq",
     "set_seed",
+    "to_ray",
 ]

@@ -106,10 +106,13 @@ class FluentMixin:
         ordered: bool = True,
         strict: bool = True,
         buffer_size: int = 200,
+        backend: str = "processes",
         **kwargs: Any,
     ) -> DataFlow:
         """``func`` in ``num_proc`` processes (``MultiProcessMapDataZMQ``) or ``num_thread``
-        threads (``MultiThreadMapData``); give exactly one of the two.
+        threads (``MultiThreadMapData``); give exactly one of the two. With
+        ``backend="ray"``, the ``num_proc`` workers are Ray actors (``RayMapData``; ``kwargs``
+        such as ``ray_remote_args=`` go to it).
 
         Unlike the classes (whose defaults follow tensorpack), the fluent spelling defaults to
         ``ordered=True, strict=True``: it behaves like ``.map(func)``, only faster: the same
@@ -120,6 +123,14 @@ class FluentMixin:
                 f"parallel_map: give exactly one of num_proc= (processes) or num_thread= (threads), "
                 f"got num_proc={num_proc!r}, num_thread={num_thread!r}"
             )
+        if backend not in ("processes", "ray"):
+            raise ValueError(f"parallel_map: backend must be 'processes' or 'ray', got {backend!r}")
+        if backend == "ray":
+            if num_proc is None:
+                raise ValueError("parallel_map: backend='ray' runs num_proc= Ray actors; give num_proc")
+            from .on_ray.maps import RayMapData
+
+            return RayMapData(self, num_proc, func, buffer_size, strict, ordered=ordered, **kwargs)  # type: ignore[arg-type]
         if num_proc is not None:
             from .parallel.maps import MultiProcessMapDataZMQ
 

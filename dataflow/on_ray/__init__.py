@@ -2,7 +2,8 @@
 and interop with Ray Data. Importing this package does not import Ray: Ray is imported
 (and, if needed, a local Ray started) when a Ray flow is reset or converted."""
 
+from .interop import DataFromRay, from_ray, to_ray
 from .maps import RayMapData
 from .runner import RayRunner
 
-__all__ = ["RayMapData", "RayRunner"]
+__all__ = ["DataFromRay", "RayMapData", "RayRunner", "from_ray", "to_ray"]
