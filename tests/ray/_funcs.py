@@ -55,3 +55,10 @@ def build_random_flow() -> Any:
     from dataflow import DataFromList
 
     return DataFromList([[i] for i in range(12)], shuffle=True)
+
+
+def with_node(dp: list[Any]) -> list[Any]:
+    """The datapoint doubled, and the Ray node that mapped it."""
+    import ray
+
+    return [dp[0] * 2, ray.get_runtime_context().get_node_id()]
