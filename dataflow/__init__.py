@@ -29,6 +29,7 @@ from .formats import (
     TFRecordData,
     TFRecordSerializer,
 )
+from .on_ray import DataFromRay, RayMapData, RayRunner, from_ray, to_ray
 from .ops.batch import BatchData, BatchDataByShape
 from .ops.cache import CacheData
 from .ops.combine import ConcatData, JoinData, RandomChooseData, RandomMixData
@@ -84,6 +85,7 @@ __all__ = [
     "DataFromIterable",
     "DataFromList",
     "DataFromQueue",
+    "DataFromRay",
     "FakeData",
     "FilterData",
     "FixedSizeData",
@@ -119,6 +121,8 @@ __all__ = [
     "RNGDataFlow",
     "RandomChooseData",
     "RandomMixData",
+    "RayMapData",
+    "RayRunner",
     "ReentrancyGuard",
     "RemoteDataZMQ",
     "RepeatedData",
@@ -142,9 +146,11 @@ __all__ = [
     "checkpoint",
     "dataset",
     "describe_datapoint",
+    "from_ray",
     "generate_curve_keypair",
     "profile",
     "seeding",
     "send_dataflow_zmq",
     "set_seed",
+    "to_ray",
 ]

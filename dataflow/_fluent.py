@@ -124,15 +124,29 @@ class FluentMixin(Generic[T_co]):
         ordered: bool = True,
         strict: bool = True,
         buffer_size: int = 200,
+        backend: str = "processes",
         **kwargs: Any,
     ) -> DataFlow[U]:
         """``func`` in ``num_proc`` processes (``MultiProcessMapDataZMQ``) or ``num_thread``
-        threads (``MultiThreadMapData``); give exactly one of the two.
+        threads (``MultiThreadMapData``); give exactly one of the two. With
+        ``backend="ray"``, the ``num_proc`` workers are Ray actors (``RayMapData``; ``kwargs``
+        such as ``ray_remote_args=`` go to it).
 
         Unlike the classes (whose defaults follow tensorpack), the fluent spelling defaults to
         ``ordered=True, strict=True``: it behaves like ``.map(func)``, only faster: the same
         datapoints in the same order, one exact pass per epoch.
         """
+        if backend not in ("processes", "ray"):
+            raise ValueError(f"parallel_map: backend must be 'processes' or 'ray', got {backend!r}")
+        if backend == "ray":
+            if num_proc is None or num_thread is not None:
+                raise ValueError("parallel_map: backend='ray' runs num_proc= Ray actors; give num_proc only")
+            from .on_ray.maps import RayMapData
+
+            ray_map: DataFlow[U] = RayMapData(
+                _as_flow(self), num_proc, func, buffer_size, strict, ordered=ordered, **kwargs
+            )
+            return ray_map
         if num_proc is not None and num_thread is None:
             from .parallel.maps import MultiProcessMapDataZMQ
 

@@ -42,7 +42,8 @@ def _gpu_available() -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     framework_tests = [item for item in items if item.get_closest_marker("framework") is not None
-                       or "tests/adapters/" in item.nodeid.replace("\\", "/")]
+                       or "tests/adapters/" in item.nodeid.replace("\\", "/")
+                       or "tests/ray/" in item.nodeid.replace("\\", "/")]  # Ray starts threads too
     if framework_tests:
         others = [item for item in items if item not in framework_tests]
         items[:] = others + framework_tests

@@ -19,7 +19,7 @@ import pytest
 import dataflow
 
 ROOT = Path(__file__).resolve().parents[1]
-FRAMEWORKS = ("torch", "tensorflow", "jax", "jaxlib", "keras", "flax")
+FRAMEWORKS = ("torch", "tensorflow", "jax", "jaxlib", "keras", "flax", "ray")
 TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest'
 
 
@@ -37,6 +37,7 @@ def _public_modules() -> list[str]:
     import frameworks, are left out)."""
     names = ["dataflow.base", "dataflow.errors"]
     packages = ("dataflow.sources", "dataflow.ops", "dataflow.tools", "dataflow.parallel", "dataflow.formats")
+    packages += ("dataflow.on_ray",)  # imports Ray only when a Ray flow starts
     for pkg_name in packages:
         pkg = importlib.import_module(pkg_name)
         names.append(pkg_name)

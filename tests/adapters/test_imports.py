@@ -10,7 +10,7 @@ import pytest
 
 from ._util import run_python
 
-FRAMEWORKS = ("tensorflow", "torch", "jax", "jaxlib", "keras", "flax")
+FRAMEWORKS = ("tensorflow", "torch", "jax", "jaxlib", "keras", "flax", "ray")
 
 
 def _run(code: str) -> str:

@@ -1,0 +1,110 @@
+"""The body of a :class:`~dataflow.on_ray.RayRunner` worker: one copy of a flow, read in
+chunks on request (made a Ray actor class at start, so importing this needs no Ray).
+
+The consumer *pulls*: each ``pull(gen, n)`` returns the next ``n`` datapoints of this copy
+(fewer at the end of a pass). Pulls run one after another in the order the consumer sent
+them, so a ``state()`` request sent after some pulls is the flow's state right after them.
+
+``gen`` numbers the consumer's passes in ``shard`` mode: once this copy's pass is over, the
+copy waits (pulls return nothing, flagged ended) until a pull of a newer ``gen`` starts the
+next pass. Without ``shard`` the copy runs pass after pass by itself. Methods never raise
+for the user's errors: they return an :class:`~dataflow.parallel._messages.ErrorRecord`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from .. import seeding
+from ..base import DataFlow
+from ..parallel import _messages as msg
+
+__all__ = ["FlowActor", "Pulled"]
+
+#: ``(gen, kind, datapoints or error record, pass ended)``
+Pulled = tuple[int, bytes, Any, bool]
+
+
+class FlowActor:
+    def __init__(
+        self,
+        source: DataFlow | Callable[[], DataFlow],
+        index: int,
+        num_workers: int,
+        shard: bool,
+        seed: int | None,
+        start: tuple[int, bool, Mapping[str, Any] | None],
+    ) -> None:
+        self.source, self.index, self.num_workers, self.shard, self.seed = (
+            source, index, num_workers, shard, seed
+        )
+        self.gen, self.waiting, self.state_to_load = start
+        self.flow: DataFlow | None = None
+        self.it: Iterator[Any] | None = None
+        self.produced = self.state_to_load is not None  # a resumed pass may have nothing left
+        self.where = f"worker {index} of RayRunner (pid {os.getpid()})"
+
+    def _setup(self) -> DataFlow:
+        if self.flow is None:
+            # copies are seeded apart; shards of one pass share a seed, so that a shuffle
+            # before the shard is the same order on every worker and the shards partition it
+            seeding.enter_worker(() if self.shard else (self.index,), self.seed)
+            flow = self.source if isinstance(self.source, DataFlow) else self.source()
+            if not isinstance(flow, DataFlow):
+                raise TypeError(f"the builder of RayRunner returned {type(flow).__name__}, not a DataFlow")
+            if self.shard:
+                flow = flow.shard(self.num_workers, self.index)
+            flow.reset_state()
+            if self.state_to_load is not None:
+                flow.load_state_dict(self.state_to_load)
+                if _saved_live(self.state_to_load):  # go on with the saved epoch
+                    self.it = iter(flow)
+            self.flow = flow
+        return self.flow
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def length(self) -> Any:
+        try:
+            return len(self._setup())
+        except (TypeError, NotImplementedError):
+            return None
+        except BaseException as e:
+            return msg.capture_error(e, f"len() of the flow in {self.where}")
+
+    def pull(self, gen: int, n: int) -> Pulled:
+        try:
+            flow = self._setup()
+            if self.shard and gen > self.gen:  # the consumer began a new pass
+                self.gen, self.waiting, self.it = gen, False, None
+            if self.waiting:
+                return self.gen, msg.DATA, [], True
+            if self.it is None:
+                self.it, self.produced = iter(flow), False
+            out = []
+            for dp in self.it:
+                out.append(dp)
+                if len(out) >= n:
+                    self.produced = True
+                    return self.gen, msg.DATA, out, False
+            if not (out or self.produced or self.shard):
+                raise ValueError(f"the flow {type(flow).__name__} produced an empty epoch")
+            self.it, self.waiting = None, self.shard
+            return self.gen, msg.DATA, out, True
+        except BaseException as e:
+            return self.gen, msg.ERROR, msg.capture_error(e, f"the flow in {self.where}"), False
+
+    def state(self) -> Any:
+        try:
+            return self._setup().state_dict()
+        except BaseException as e:
+            return msg.capture_error(e, f"state_dict() of the flow in {self.where}")
+
+
+def _saved_live(state: Mapping[str, Any]) -> bool:
+    """Whether a pipeline state was saved inside an epoch (else: between epochs)."""
+    root = state.get("root")
+    return bool(root.get("live")) if isinstance(root, Mapping) else True

@@ -1,0 +1,332 @@
+"""Run copies of a whole flow on Ray workers: :class:`RayRunner`.
+
+Each of ``num_workers`` Ray actors builds its own copy of the flow (from the flow, pickled,
+or from a zero-argument builder called on the worker, for flows that open local files),
+seeded apart (worker *i* is :func:`dataflow.seeding.enter_worker` ``(i,)``; in ``shard``
+mode all share one seed instead, so a shuffle before the shard has the same order on every
+worker and the shards partition it), and resets it there. The consumer pulls ``chunk``
+datapoints at a time, keeping ``prefetch`` pulls in flight per worker so the workers never
+wait for it, and merges the chunks **round-robin**,
+worker by worker: the merged order is deterministic (a function of the flows alone), which
+is what makes runs repeatable and checkpoints exact.
+
+- Without ``shard`` (like :class:`~dataflow.MultiProcessRunnerZMQ`): every worker runs the
+  whole flow, pass after pass; one ``__iter__`` yields ``len(flow)`` datapoints (endless
+  without a length), and what was received but not yielded comes first in the next epoch.
+  Without per-worker randomness the copies repeat each other.
+- With ``shard=True``: worker *i* runs ``flow.shard(num_workers, i)``; one ``__iter__`` is
+  one pass over the data (every worker's share once), then it ends.
+
+Checkpoints hold each worker's flow state (taken after the pulls already sent, so nothing is
+lost or repeated), the chunks received but not yielded, and the round-robin position; a
+resumed runner needs the same ``num_workers`` and ``shard``. A worker that dies cannot be
+restarted where it was (its state is gone with it): :class:`~dataflow.errors.WorkerDied`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from .. import seeding
+from .._checks import check_int, check_timeout
+from .._state_fields import decode_items, encode_items, field, int_field
+from ..base import DataFlow, ReentrancyGuard
+from ..errors import DataFlowNotReset, LengthUnknownError, StateError, WorkerDied
+from ..parallel import _messages as msg
+from ._connect import actor_options, connected_ray, ray_module
+from ._flow_actor import FlowActor, Pulled
+
+__all__ = ["RayRunner"]
+
+_POLL_S = 1.0
+
+
+class RayRunner(DataFlow):
+    """Run ``num_workers`` copies of a flow on Ray workers and merge them (see the module
+    docstring).
+
+    Args:
+        flow: a DataFlow (pickled to the workers) or a zero-argument function that builds
+            one on each worker.
+        num_workers: number of Ray actors.
+        shard: worker *i* runs ``flow.shard(num_workers, i)``; an epoch is one pass.
+        chunk: datapoints per pull (shares Ray's per-call cost).
+        prefetch: pulls in flight per worker (bounds memory: ``prefetch * chunk`` each).
+        seed: base seed of the workers (default: :func:`~dataflow.set_seed`'s).
+        timeout: seconds to wait for a worker's chunk before ``TimeoutError``.
+        ray_remote_args: Ray actor options (``num_cpus``, ``resources``,
+            ``scheduling_strategy``, ...) to place the workers.
+    """
+
+    def __init__(
+        self,
+        flow: DataFlow | Callable[[], DataFlow],
+        num_workers: int,
+        *,
+        shard: bool = False,
+        chunk: int = 64,
+        prefetch: int = 2,
+        seed: int | None = None,
+        timeout: float | None = None,
+        ray_remote_args: dict[str, Any] | None = None,
+    ) -> None:
+        stage = type(self).__name__
+        if not isinstance(flow, DataFlow) and not callable(flow):
+            raise TypeError(
+                f"{stage}: flow must be a DataFlow or a zero-argument function building one, "
+                f"got {type(flow).__name__} ({flow!r:.60})"
+            )
+        self.flow = flow
+        self.num_workers = check_int(stage, "num_workers", num_workers)
+        self.sharded = bool(shard)
+        self.chunk = check_int(stage, "chunk", chunk)
+        self.pulls_ahead = check_int(stage, "prefetch", prefetch)
+        self.seed = seeding.check_seed(stage, seed)
+        self.timeout = check_timeout(stage, timeout)
+        self._options = actor_options(stage, ray_remote_args, max_restarts=0)
+        self.ray_remote_args = dict(ray_remote_args or {})
+        self._guard = ReentrancyGuard(stage)
+        self._actors: list[Any] = []
+        self._pids: list[int] = []
+        self._length: int | None = None
+        self._inflight: list[deque[Any]] = []
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
+        n = self.num_workers
+        self._queues: list[deque[tuple[list[Any], bool]]] = [deque() for _ in range(n)]
+        self._current: deque[Any] = deque()
+        self._turn = 0
+        self._pass = 0
+        self._ended = [True] * n  # shard mode: no pass begun yet
+        self._yielded = 0  # datapoints yielded in this epoch
+        self._loaded: tuple[list[Any], list[bool]] | None = None  # worker states to start from
+
+    @property
+    def actors(self) -> list[Any]:
+        """The Ray actor handles (empty before ``reset_state``/after ``close``)."""
+        return list(self._actors)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return list(self._pids)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def reset_state(self) -> None:
+        """Start the workers (each builds and resets its own copy of the flow)."""
+        self._stop()
+        ray = connected_ray(type(self).__name__)
+        if self._loaded is None:
+            self._fresh_state()
+            states: list[Any] = [None] * self.num_workers
+        else:
+            states = self._loaded[0]
+        self._loaded = None
+        cls = ray.remote(FlowActor).options(**self._options)
+        source = ray.put(self.flow)
+        seed = seeding.resolve_seed(self.seed)
+        n = self.num_workers
+        # a worker whose pass had ended (the consumer may not have reached that chunk yet)
+        # waits for the next pass instead of starting one on its next pull
+        waiting = [self.sharded and (self._ended[i] or any(e for _, e in self._queues[i])) for i in range(n)]
+        self._actors = [
+            cls.remote(source, i, n, self.sharded, seed, (self._pass, waiting[i], states[i]))
+            for i in range(n)
+        ]
+        self._inflight = [deque() for _ in range(n)]
+        try:
+            self._pids = [self._get(i, a.pid.remote(), "to start") for i, a in enumerate(self._actors)]
+            self._length = self._ask_length(ray)
+        except BaseException:
+            self._stop()
+            raise
+        for w in range(n):
+            self._top_up(w)
+
+    def _ask_length(self, ray: Any) -> int | None:
+        wanted = range(self.num_workers) if self.sharded else range(1)
+        lengths = [self._get(i, self._actors[i].length.remote(), "len()") for i in wanted]
+        for answer in lengths:
+            if isinstance(answer, msg.ErrorRecord):
+                raise msg.error_for(type(self).__name__, answer)
+        return None if any(x is None for x in lengths) else sum(lengths)
+
+    def __len__(self) -> int:
+        if self._length is not None:
+            return self._length
+        if self._actors or not isinstance(self.flow, DataFlow):
+            raise LengthUnknownError(
+                f"{type(self).__name__}: the length is known once reset_state() asked the workers"
+                if not self._actors
+                else f"{type(self).__name__}: the flow has no length"
+            )
+        return len(self.flow) if not self.sharded else sum(
+            len(self.flow.shard(self.num_workers, i)) for i in range(self.num_workers)
+        )
+
+    def close(self) -> None:
+        """Kill the workers. Idempotent; ``reset_state`` starts them again."""
+        self._stop()
+
+    def _stop(self) -> None:
+        actors, self._actors, self._inflight, self._pids = self._actors, [], [], []
+        ray = ray_module(type(self).__name__) if actors else None
+        if ray is not None and ray.is_initialized():
+            for actor in actors:
+                ray.kill(actor, no_restart=True)
+
+    # -- pulling --------------------------------------------------------------------------
+    def _top_up(self, w: int) -> None:
+        inflight = self._inflight[w]
+        if self.sharded and self._ended[w]:
+            return
+        while len(inflight) < self.pulls_ahead:
+            inflight.append(self._actors[w].pull.remote(self._pass, self.chunk))
+
+    def _get(self, w: int, ref: Any, doing: str) -> Any:
+        ray = ray_module(type(self).__name__)
+        start = time.monotonic()
+        while True:
+            try:
+                return ray.get(ref, timeout=_POLL_S)
+            except ray.exceptions.GetTimeoutError:
+                if self.timeout is not None and time.monotonic() - start >= self.timeout:
+                    raise TimeoutError(
+                        f"{type(self).__name__}: worker {w} did not answer {doing} within "
+                        f"timeout={self.timeout}s (resources: {ray.available_resources()})"
+                    ) from None
+            except ray.exceptions.RayActorError as e:
+                pid = self._pids[w] if w < len(self._pids) else None
+                raise WorkerDied(
+                    f"{type(self).__name__}: Ray worker {w} (pid {pid}) died; its copy of the flow "
+                    f"is lost. Ray says: {(str(e).strip().splitlines() or [type(e).__name__])[0]}",
+                    pid=pid,
+                ) from e
+
+    def _receive(self, w: int) -> None:
+        """Receive worker ``w``'s oldest pull into its queue (stale passes dropped)."""
+        pulled: Pulled = self._get(w, self._inflight[w].popleft(), "a pull")
+        gen, kind, payload, ended = pulled
+        if kind == msg.ERROR:
+            raise msg.error_for(type(self).__name__, payload)
+        if not self.sharded or gen == self._pass:
+            self._queues[w].append((payload, ended))
+
+    def _next_chunk(self) -> list[Any] | None:
+        """The next chunk in round-robin order; ``None`` when a sharded pass is over."""
+        n = self.num_workers
+        for _ in range(n):
+            w = self._turn
+            self._turn = (w + 1) % n
+            if self.sharded and self._ended[w]:
+                continue
+            queue = self._queues[w]
+            while not queue:
+                self._receive(w)
+                self._top_up(w)
+            items, ended = queue.popleft()
+            if self.sharded and ended:
+                self._ended[w] = True
+            return items
+        return None
+
+    # -- epochs ---------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Any]:
+        if not self._actors:
+            raise DataFlowNotReset(
+                f"{type(self).__name__} was iterated before reset_state() (or after close()); "
+                f"call reset_state() once in the process that iterates"
+            )
+        resume = self.__dict__.pop("_resume", None)
+        if self.sharded and resume is None:  # a new pass on every worker
+            self._pass += 1
+            self._ended = [False] * self.num_workers
+            self._queues = [deque() for _ in range(self.num_workers)]
+            self._current.clear()
+            self._turn = 0
+            for w in range(self.num_workers):
+                self._top_up(w)
+        self._yielded = resume or 0
+        return self._track(self._epoch())
+
+    def _epoch(self) -> Iterator[Any]:
+        with self._guard:
+            size = None if self.sharded else self._length
+            current = self._current
+            while size is None or self._yielded < size:
+                while not current:
+                    chunk = self._next_chunk()
+                    if chunk is None:
+                        return
+                    current.extend(chunk)
+                self._yielded += 1
+                yield current.popleft()
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _snapshot(self) -> list[Any]:
+        """Every worker's flow state right after the pulls already sent (whose chunks are
+        received into the queues meanwhile)."""
+        refs = [actor.state.remote() for actor in self._actors]
+        for w, inflight in enumerate(self._inflight):
+            while inflight:
+                self._receive(w)
+        states = [self._get(w, ref, "state_dict()") for w, ref in enumerate(refs)]
+        for state in states:
+            if isinstance(state, msg.ErrorRecord):
+                raise msg.error_for(type(self).__name__, state)
+        for w in range(self.num_workers):
+            self._top_up(w)
+        return states
+
+    def _get_state(self, live: bool) -> dict[str, Any]:
+        stage = type(self).__name__
+        states = self._snapshot() if self._actors else (self._loaded or ([None] * self.num_workers, []))[0]
+        queues = [
+            [{"items": encode_items(stage, items, "datapoints received") if items else None, "ended": e}
+             for items, e in queue]
+            for queue in self._queues
+        ]
+        current = list(self._current)
+        return {
+            "num_workers": self.num_workers,
+            "shard": self.sharded,
+            "workers": states,
+            "queues": queues,
+            "current": encode_items(stage, current, "datapoints received") if current else None,
+            "turn": self._turn,
+            "pass": self._pass,
+            "ended": list(self._ended),
+            "yielded": self._yielded if live else 0,
+        }
+
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
+        stage = type(self).__name__
+        num = int_field(stage, state, "num_workers", 1)
+        if num != self.num_workers or bool(state.get("shard")) != self.sharded:
+            raise StateError(
+                f"{stage}: the state was saved with num_workers={num}, shard={bool(state.get('shard'))}; "
+                f"this runner has num_workers={self.num_workers}, shard={self.sharded}: each worker "
+                f"resumes its own copy, so resume with the same ones"
+            )
+        workers = field(stage, state, "workers", list)
+        queues, ended = field(stage, state, "queues", list), field(stage, state, "ended", list)
+        if len(workers) != num or len(queues) != num or len(ended) != num:
+            raise StateError(f"{stage}: the saved worker states are corrupted")
+        self._queues = [deque((_items(stage, c, "items"), bool(c["ended"])) for c in q) for q in queues]
+        self._current = deque(_items(stage, state, "current"))
+        self._turn, self._pass = int_field(stage, state, "turn", 0), int_field(stage, state, "pass", 0)
+        self._ended = [bool(e) for e in ended]
+        self.__dict__.pop("_resume", None)
+        if live:  # else the next __iter__ begins an epoch (a new pass, in shard mode)
+            self._resume = int_field(stage, state, "yielded", 0)
+        was_running = bool(self._actors)
+        self._loaded = (workers, self._ended)
+        if was_running:  # loaded after reset_state: start the workers again from it
+            self.reset_state()
+
+
+def _items(stage: str, state: Mapping[str, Any], key: str) -> list[Any]:
+    return decode_items(stage, state, key) if state.get(key) is not None else []

@@ -1,0 +1,64 @@
+"""Module-level map functions and flows for the Ray tests (Ray workers import them by name)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+
+class MapFailed(ValueError):
+    """The user's own exception type, to check it crosses Ray intact."""
+
+
+def double(dp: list[Any]) -> list[Any]:
+    return [dp[0] * 2]
+
+
+def drop_odd(dp: list[Any]) -> list[Any] | None:
+    return None if dp[0] % 2 else [dp[0]]
+
+
+def fail_on_7(dp: list[Any]) -> list[Any]:
+    if dp[0] == 7:
+        raise MapFailed(f"bad item {dp[0]}")
+    return dp
+
+
+def slow_double(dp: list[Any]) -> list[Any]:
+    time.sleep(0.01)
+    return [dp[0] * 2]
+
+
+def with_pid(dp: list[Any]) -> list[Any]:
+    return [dp[0], os.getpid()]
+
+
+def big_array(dp: list[Any]) -> list[Any]:
+    return [dp[0], np.full((256, 1024), dp[0], dtype=np.float32)]  # 1 MiB: through the object store
+
+
+def noisy(dp: list[Any], rng: np.random.Generator) -> list[Any]:
+    return [dp[0], float(rng.random())]
+
+
+def build_counter_flow() -> Any:
+    """A builder run on the worker: 20 numbers, then a per-worker random value."""
+    from dataflow import DataFromList
+
+    return DataFromList([[i] for i in range(20)], shuffle=False)
+
+
+def build_random_flow() -> Any:
+    from dataflow import DataFromList
+
+    return DataFromList([[i] for i in range(12)], shuffle=True)
+
+
+def with_node(dp: list[Any]) -> list[Any]:
+    """The datapoint doubled, and the Ray node that mapped it."""
+    import ray
+
+    return [dp[0] * 2, ray.get_runtime_context().get_node_id()]

@@ -1,0 +1,110 @@
+"""RayRunner: copies of a flow on Ray workers, merged deterministically; shards make one
+pass over the data; errors and dead workers are clear; close() leaves no actor."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataflow import DataFromList, MapData
+from dataflow.errors import WorkerDied
+from dataflow.on_ray import RayRunner
+
+from . import _funcs
+from .test_maps import assert_actors_gone
+
+ray = pytest.importorskip("ray")
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _src(n: int = 20) -> DataFromList:
+    return DataFromList([[i] for i in range(n)], shuffle=False)
+
+
+def _run(df, epochs: int = 1) -> list[list]:
+    df.reset_state()
+    try:
+        return [list(df) for _ in range(epochs)]
+    finally:
+        df.close()
+
+
+def test_shard_mode_epoch_is_one_pass_over_the_data() -> None:
+    epochs = _run(RayRunner(_src(20), 2, shard=True, chunk=3), 3)
+    for epoch in epochs:
+        assert sorted(dp[0] for dp in epoch) == list(range(20))
+    assert epochs[0] == epochs[1] == epochs[2]  # the round-robin merge is deterministic
+
+
+def test_shard_mode_merges_round_robin_chunk_by_chunk() -> None:
+    got = _run(RayRunner(_src(12), 2, shard=True, chunk=2), 1)[0]
+    w0 = [dp[0] for dp in _run(_src(12).shard(2, 0), 1)[0]]
+    w1 = [dp[0] for dp in _run(_src(12).shard(2, 1), 1)[0]]
+    expected = w0[0:2] + w1[0:2] + w0[2:4] + w1[2:4] + w0[4:6] + w1[4:6]
+    assert [dp[0] for dp in got] == expected
+
+
+def test_whole_copies_have_the_flows_length_per_epoch_and_carry_the_rest_over() -> None:
+    df = RayRunner(_funcs.build_counter_flow, 2, chunk=7)
+    epochs = _run(df, 4)
+    assert [len(e) for e in epochs] == [20] * 4
+    flat = [dp[0] for e in epochs for dp in e]
+    # each worker pulls chunks of 7 that end with its passes: 0-6, 7-13, 14-19, 0-6, ...;
+    # the merge takes one chunk of worker 0, then one of worker 1, and so on
+    chunks = [list(range(0, 7)), list(range(7, 14)), list(range(14, 20))] * 3
+    merged = [i for c in chunks for i in c + c]
+    assert flat == merged[:80]
+
+
+def test_workers_are_seeded_apart() -> None:
+    df = RayRunner(_funcs.build_random_flow, 2, chunk=12, seed=3)
+    df.reset_state()
+    try:
+        a = [dp[0] for dp in df]  # chunk=12: worker 0's first pass, then worker 1's
+        b = [dp[0] for dp in df]
+    finally:
+        df.close()
+    assert sorted(a) == sorted(b) == list(range(12))
+    assert a != b
+    again = _run(RayRunner(_funcs.build_random_flow, 2, chunk=12, seed=3), 1)[0][:12]
+    assert [dp[0] for dp in again] == a  # seed= makes the run reproducible
+
+
+def test_an_error_in_the_flow_is_raised_as_the_users_type() -> None:
+    df = RayRunner(MapData(_src(20), _funcs.fail_on_7), 2, chunk=2)
+    df.reset_state()
+    try:
+        with pytest.raises(_funcs.MapFailed, match="bad item 7") as info:
+            list(df)
+        assert "RayRunner" in str(info.value.__cause__)
+    finally:
+        df.close()
+
+
+def test_a_dead_worker_is_a_clear_error() -> None:
+    df = RayRunner(MapData(_src(200), _funcs.slow_double), 2, chunk=2)
+    df.reset_state()
+    try:
+        with pytest.raises(WorkerDied, match="Ray worker 1 .* died"):
+            for i, _ in enumerate(df):
+                if i == 3:
+                    ray.kill(df.actors[1])
+    finally:
+        df.close()
+
+
+def test_close_kills_every_worker() -> None:
+    df = RayRunner(_src(), 2, shard=True)
+    df.reset_state()
+    list(df)
+    actors, pids = df.actors, df.worker_pids
+    df.close()
+    assert df.actors == []
+    assert_actors_gone(actors, pids)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(TypeError, match="RayRunner: flow must be a DataFlow"):
+        RayRunner(42, 2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="RayRunner: num_workers must be >= 1"):
+        RayRunner(_src(), 0)
