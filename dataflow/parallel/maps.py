@@ -58,15 +58,18 @@ def _map_worker(
     link = worker_link(parent, endpoint, ring_path, index, options, (index,), seed)
     where = f"map_func in worker {index} (pid {link.pid})"
     stage = options.stage
+    clock = time.perf_counter
     while True:
         task_id = None
         try:
             _, _, (task_id, chunk, rng_key) = msg.recv(link.sock)
+            t0 = clock()
             out = _apply(map_func, chunk, rng_key)
+            busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it
             if batch_size and len(out) == batch_size:
-                link.send(msg.BATCH, (task_id, collate(stage, out)))
+                link.send(msg.BATCH, (task_id, collate(stage, out), busy))
             else:
-                link.send(msg.DATA, (task_id, out))
+                link.send(msg.DATA, (task_id, out, busy))
         except BaseException as e:
             link.send(msg.ERROR, (task_id, msg.capture_error(e, where)))
 
@@ -84,6 +87,10 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         ordered: yield results in input order (default ``False``: as they complete).
         item_rng: call ``map_func(dp, rng)`` with a generator seeded from ``(seed, epoch,
             index)``: the same randomness for a datapoint in any worker and after a resume.
+        chunk: datapoints per task sent to a worker; ``"auto"`` (default) sends one at a time
+            while the map is slow and groups (up to ``buffer_size / (2 * num_proc)``) when
+            it is cheap, from the map time the workers measure (see ``dataflow.autotune``
+            in the logging docs). Results come back grouped the same way.
         start_method, seed, timeout, shm_bytes, copy: as for
             :class:`~dataflow.MultiProcessRunnerZMQ` (results of 16 KiB and more come back
             through shared memory).
@@ -113,7 +120,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         timeout: float | None = None,
         shm_bytes: int | None = None,
         copy: bool = False,
-        chunk: int = 1,
+        chunk: int | str = "auto",
     ) -> None:
         stage = type(self).__name__
         options = WorkerOptions(stage, start_method, seed, timeout, shm_bytes, copy, hwm=0)
@@ -135,6 +142,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         args = [(i, self.map_func, self.options, seed, self._batch_size) for i in range(self.num_proc)]
         self._pool = pool = ProcessPool(self.options, _map_worker, args, {"map_func": self.map_func})
         self._load = [0] * self.num_proc
+        self._tuner.cap = max(1, self.buffer_size // (2 * self.num_proc))  # >= 2 tasks per worker
         try:
             ready: set[int] = set()
             while len(ready) < self.num_proc:  # a ROUTER drops messages to unknown peers
@@ -165,8 +173,10 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         load[worker] += 1
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
-        worker, kind, (task_id, payload) = self._live_pool().recv()
+        worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
         self._load[worker] -= 1
+        if busy:
+            self._tuner.observe(self._flight.get(task_id, 0), busy[0])
         return task_id, kind, payload
 
     def _stop(self) -> None:
