@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 import dataflow as D
-from dataflow.parallel._autotune import TASK_SECONDS, ChunkTuner, WorkerPlan, memory_bound_workers
+from dataflow.parallel._autotune import (
+    TASK_SECONDS,
+    AutoWorkers,
+    ChunkTuner,
+    WorkerPlan,
+    memory_bound_workers,
+)
 from tests.checkpoint._harness import check_resume
 
 pytestmark = pytest.mark.timeout(240)
@@ -164,3 +170,112 @@ def test_bad_chunk_is_refused() -> None:
         _auto_map(2, chunk=0)
     with pytest.raises((TypeError, ValueError), match="chunk"):
         _auto_map(2, chunk="fast")
+
+
+# -- AutoWorkers (the running side of num_proc="auto"), on a made-up clock --------------------
+
+
+def _auto(most: int = 2, cores: int = 2) -> AutoWorkers:
+    return AutoWorkers(WorkerPlan("M", max_workers=most, cores=cores))
+
+
+def test_probe_waits_for_enough_items_and_time() -> None:
+    a = _auto()
+    a.restart(0.0)
+    assert not a.mapped_inline(4, 0.02, 0.021)  # 4 items: too few to judge
+    assert not a.decided
+    assert a.mapped_inline(4, 0.02, 0.042)  # 8 items of 5 ms each: workers pay
+    assert a.decided and a.plan.workers == 2
+
+
+def test_probe_keeps_a_cheap_map_in_process_and_decides_again_later() -> None:
+    a = _auto()
+    a.restart(0.0)
+    t = 0.0
+    for _ in range(10):
+        t += 0.003
+        assert not a.mapped_inline(1000, 0.001, t)  # 1 us per datapoint, 2 us the consumer's own
+    assert a.decided and a.plan.workers == 0
+    went = []
+    for _ in range(200):  # the map became slow: 5 ms per datapoint, decided again per window
+        t += 0.0051
+        went.append(a.mapped_inline(1, 0.005, t))
+    assert went.index(True) >= 50  # not before a window has passed
+    assert a.plan.workers == 2
+
+
+def test_probe_decides_after_many_items_even_if_quick() -> None:
+    a = _auto()
+    a.restart(0.0)
+    assert not a.mapped_inline(a.probe_max_items, 1e-4, 2e-4)
+    assert a.decided
+
+
+def test_waiting_consumer_gets_another_worker_per_window() -> None:
+    a = _auto(most=3, cores=4)
+    a.plan.workers = 1
+    a.restart(0.0)
+    assert a.waited(0.3, 0.3) is None  # window not over
+    assert a.waited(0.2, a.window) == 2  # waited the whole window
+    assert a.waited(0.0, 2 * a.window) is None  # never waited, but a core is left: keep
+    assert a.waited(0.4, 3 * a.window) == 3
+
+
+# -- the process map with num_proc="auto" ---------------------------------------------------
+
+
+def slow_inc(dp: list[int]) -> list[int]:
+    import time
+
+    time.sleep(0.005)  # slow enough that workers always pay, whatever the machine's speed
+    return [dp[0] + 1]
+
+
+def fails_at_7(dp: list[int]) -> list[int]:
+    if dp[0] == 7:
+        raise KeyError(f"bad {dp[0]}")
+    return dp
+
+
+def _num_auto(func: Any, size: int, **kw: Any) -> D.DataFlow:
+    src = D.DataFromList([[i] for i in range(size)], shuffle=False)
+    return src.parallel_map(func, num_proc="auto", buffer_size="auto", timeout=60, **kw)
+
+
+def test_auto_cheap_map_stays_in_process(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _num_auto(inc, 5000) as df:
+        df.reset_state()
+        for _ in range(2):
+            assert [dp[0] for dp in df] == list(range(1, 5001))
+        assert df.worker_pids == []  # no process was started
+    assert any("maps in-process" in r.getMessage() for r in caplog.records)
+
+
+def test_auto_slow_map_starts_workers_and_keeps_order(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _num_auto(slow_inc, 60) as df:
+        df.reset_state()
+        assert [dp[0] for dp in df] == list(range(1, 61))
+        pids = df.worker_pids
+        assert len(pids) >= 1
+        assert [dp[0] for dp in df] == list(range(1, 61))
+        assert df.worker_pids == pids  # the second epoch reuses them
+    assert any("worker(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_auto_in_process_error_is_the_users_own() -> None:
+    with _num_auto(fails_at_7, 20) as df:
+        df.reset_state()
+        with pytest.raises(KeyError, match="bad 7"):
+            list(df)
+
+
+def test_auto_map_resumes_exactly() -> None:
+    check_resume(lambda: _num_auto(drop_odd, 40), epochs=2, max_cuts=8)
+
+
+def test_bad_num_proc_is_refused() -> None:
+    src = D.DataFromList([[1]], shuffle=False)
+    with pytest.raises(ValueError, match="num_proc"):
+        D.MultiProcessMapDataZMQ(src, "many", inc)
+    with pytest.raises(ValueError, match="buffer_size"):
+        D.MultiProcessMapDataZMQ(src, 2, inc, buffer_size="big")
