@@ -19,8 +19,15 @@ machine with almost no messaging (``multiprocessing.Pool.map`` with one chunk pe
 
     pip install tensorpack==0.11 torch   # optional peers
     python benchmarks/mp_map.py [--items 600] [--ms 4] [--rounds 5] [--cold]
+    python benchmarks/mp_map.py --cheap [--items 100000]
 
 Target (issue 3): >= 1.9x the serial map.
+
+``--cheap`` is the other end (issue 13): a trivial map (returns its datapoint) over 100,000
+small datapoints ``[int, float32]``, where the map's own per-datapoint cost in the consumer
+is all there is. Its reference is tensorpack (target >= 2x); an extra row, ``dataflow
+chunk=1``, sends one datapoint per task, as this library did before tasks were sized from the
+measured map time.
 """
 
 from __future__ import annotations
@@ -84,6 +91,11 @@ def _timed(f: Callable[..., Any], *args: Any) -> float:
     return time.perf_counter() - t0
 
 
+def trivial(dp: list) -> list:
+    """The cheap map: nothing to do, so only the map's own cost is measured."""
+    return dp
+
+
 def make_data(n: int) -> list[list]:
     rng = np.random.default_rng(0)
     return [[i, rng.random(10, dtype=np.float32)] for i in range(n)]
@@ -142,11 +154,11 @@ def ceiling(data: list, f: Callable, cold: bool) -> TimedContender:
     return TimedContender(CEILING, run)
 
 
-def ours(data: list, f: Callable, cold: bool) -> TimedContender:
+def ours(data: list, f: Callable, cold: bool, name: str = "dataflow", **kw: Any) -> TimedContender:
     from dataflow import DataFromList
 
     def make() -> Any:
-        df = DataFromList(data, shuffle=False).parallel_map(f, num_proc=NUM_PROC)  # ordered, strict
+        df = DataFromList(data, shuffle=False).parallel_map(f, num_proc=NUM_PROC, **kw)  # ordered, strict
         df.reset_state()
         return df
 
@@ -155,7 +167,11 @@ def ours(data: list, f: Callable, cold: bool) -> TimedContender:
         df.close()
         return n, seconds
 
-    return TimedContender("dataflow", run)
+    return TimedContender(name, run)
+
+
+def ours_chunk1(data: list, f: Callable, cold: bool) -> TimedContender:
+    return ours(data, f, cold, "dataflow chunk=1", chunk=1)
 
 
 def tensorpack(data: list, f: Callable, cold: bool) -> TimedContender | None:
@@ -224,11 +240,16 @@ def torch_loader(data: list, f: Callable, cold: bool) -> TimedContender | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=600)
+    parser.add_argument("--items", type=int, default=None, help="default 600, 100000 with --cheap")
+    parser.add_argument("--cheap", action="store_true", help="trivial map over small datapoints")
     parser.add_argument("--ms", type=float, default=4.0, help="target cost of one call")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cold", action="store_true", help="include worker start-up in the time")
     args = parser.parse_args()
+    if args.cheap:
+        cheap(args)
+        return
+    args.items = args.items or 600
     iters, measured = calibrate(args.ms)
     f = functools.partial(work, iters=iters)
     data = make_data(args.items)
@@ -250,6 +271,23 @@ def main() -> None:
         "\nThe ratio column is the speedup over the serial map. tensorpack's map is unordered "
         "(it has no ordered process map).\nTarget: >= 1.9x the serial map."
     )
+
+
+def cheap(args: argparse.Namespace) -> None:
+    """The trivial map over many small datapoints: the map's own cost, vs tensorpack."""
+    items = args.items or 100_000
+    data = [[i, np.float32(i)] for i in range(items)]
+    made = [g(data, trivial, args.cold) for g in (serial, ours, ours_chunk1, tensorpack)]
+    results, quiet = run_timed_rounds([c for c in made if c is not None], rounds=args.rounds)
+    timing = "worker start-up included" if args.cold else "second pass timed (worker start-up excluded)"
+    print(
+        f"mp_map --cheap: ordered strict map of a trivial function (returns its datapoint) over "
+        f"{items:,} datapoints [int, float32], {NUM_PROC} workers; {timing}; {args.rounds} rounds, "
+        f"medians; {machine_line()}; {quiet.line()}\n"
+    )
+    refs = [TP] if any(r.name == TP for r in results) else [SERIAL]
+    print(markdown_table(results, refs + [SERIAL] if refs != [SERIAL] else refs, unit="items/s"))
+    print("\nTarget (issue 13): >= 2x tensorpack (whose map is unordered).")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The command line: ``python -m dataflow bench [--pipeline module:function] [--size N]
-[--warmup N] [--profile] [--no-progress]``, and ``python -m dataflow --version``.
+[--warmup N] [--profile] [--no-progress]``, ``python -m dataflow tune --pipeline
+module:function [--size N] [--warmup N]``, and ``python -m dataflow --version``.
 
 ``bench`` measures a pipeline's throughput with :class:`~dataflow.tools.speed.TestDataSpeed`
 (and, with ``--profile``, its per-stage breakdown with :func:`~dataflow.tools.profiling.profile`)
@@ -66,7 +67,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", action="store_true", help="also print the time spent in each stage and name the slowest"
     )
     bench.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    tune = sub.add_parser(
+        "tune",
+        help="search the best num_proc/buffer_size of a pipeline's process maps",
+        description="Time a pipeline's process maps with num_proc/buffer_size 'auto' and a grid "
+        "of fixed values; print the rates, the best configuration and its per-stage times.",
+    )
+    tune.add_argument("--pipeline", default=DEMO, metavar="MODULE:FUNCTION",
+                      help="a function building a fresh DataFlow on every call")
+    tune.add_argument("--size", type=_count(1), default=2000, help="datapoints timed per configuration")
+    tune.add_argument("--warmup", type=_count(0), default=100, help="datapoints drawn first, untimed")
     return parser
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from dataflow.tools.demo import _PipelineSpecError, load_pipeline
+    from dataflow.tools.tuning import tune
+
+    try:
+        load_pipeline(args.pipeline).close()
+    except _PipelineSpecError as e:
+        print(f"python -m dataflow tune: error: {e}", file=sys.stderr)
+        return 2
+    print(f"tune: {args.pipeline}; {args.size} datapoints per configuration", flush=True)
+    print(tune(lambda: load_pipeline(args.pipeline), size=args.size, warmup=args.warmup), flush=True)
+    return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -104,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return _bench(args)
+    return _tune(args) if args.command == "tune" else _bench(args)
 
 
 if __name__ == "__main__":

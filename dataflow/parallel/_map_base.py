@@ -2,7 +2,9 @@
 
 The consumer (the thread iterating the map) reads the upstream itself and submits *tasks*
 (a chunk of datapoints, tagged ``(epoch, seq)``) to workers, keeping at most
-``buffer_size // chunk`` tasks in flight; workers send back results tagged the same way.
+``buffer_size`` datapoints in flight; workers send back results tagged the same way. With
+``chunk="auto"`` the datapoints per task follow the measured map time
+(:class:`~._autotune.ChunkTuner`): one for a slow map, groups for a cheap one.
 
 - **strict** (one pass per ``__iter__``): every upstream datapoint of the pass is mapped
   exactly once, and the iteration ends when the pass is done. Whatever belongs to an
@@ -34,6 +36,7 @@ from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, DataFlowReentrantError
 from ..ops.shard import shard_key
 from . import _messages as msg
+from ._autotune import ChunkTuner
 from ._map_state import TaskLedger, decode_tasks, encode_tasks
 
 __all__ = ["ParallelMapBase"]
@@ -55,7 +58,7 @@ class ParallelMapBase(ProxyDataFlow):
         strict: bool,
         ordered: bool,
         timeout: float | None,
-        chunk: int = 1,
+        chunk: int | str = 1,
         item_rng: bool = False,
         seed: int | None = None,
     ) -> None:
@@ -72,8 +75,12 @@ class ParallelMapBase(ProxyDataFlow):
         self.timeout = check_timeout(stage, timeout)
         self.item_rng = bool(item_rng)
         self._item_seed = seeding.check_seed(stage, seed)
-        self._chunk = chunk
-        self._max_inflight = max(1, self.buffer_size // chunk)
+        if isinstance(chunk, str) and chunk != "auto":
+            raise ValueError(f'{stage}: chunk must be an int >= 1 or "auto", got {chunk!r}')
+        fixed = None if chunk == "auto" else check_int(stage, "chunk", chunk)
+        self._tuner = ChunkTuner(stage, fixed, self.buffer_size)  # cap set again by _start
+        self._flight: dict[TaskId, int] = {}  # tasks sent, not received: their sizes
+        self._flight_items = 0
         self._guard = ReentrancyGuard(stage)
         self._started = False
         self._interrupted = False
@@ -122,6 +129,8 @@ class ParallelMapBase(ProxyDataFlow):
             self._stop()
         self.ds.reset_state()
         self._inflight = 0
+        self._flight.clear()
+        self._flight_items = 0
         self._endless = None
         self._clear_epoch_state()
         if self.item_rng:
@@ -146,7 +155,8 @@ class ParallelMapBase(ProxyDataFlow):
     def _clear_epoch_state(self) -> None:
         self._seq = 0
         self._want = 0
-        self._pending: dict[int, tuple[bytes, Any]] = {}
+        self._pending: dict[int, tuple[bytes, Any, int]] = {}
+        self._pending_items = 0
         self._ready: deque[Any] = deque()
         self._ledger.clear()
         self._skip = 0  # units of the first released task to drop (a resumed partial task)
@@ -183,6 +193,8 @@ class ParallelMapBase(ProxyDataFlow):
         self._clear_epoch_state()  # first: results held here may view the old workers' memory
         self._stop()
         self._inflight = 0
+        self._flight.clear()
+        self._flight_items = 0
         self._endless = None
         self._start()
         self._interrupted = False
@@ -196,26 +208,35 @@ class ParallelMapBase(ProxyDataFlow):
             base = (entropy, (*base_key, *self.__dict__.get("_shard_key", ())))
             key = (base, epoch if self.strict else 0, first_index)
         self._submit((epoch, seq), chunk, key)
+        self._flight[(epoch, seq)] = n = len(chunk)
+        self._flight_items += n
         self._ledger.submitted(seq, chunk, first_index)
         self._seq = seq + 1
         self._inflight += 1
 
     def _fill(self, source: Iterator[Any], epoch: int) -> bool:
         """Submit tasks while there is room; False once ``source`` is exhausted. Results held in
-        the reorder buffer count against the room, so ``buffer_size`` bounds memory."""
-        while self._inflight + len(self._pending) < self._max_inflight:
-            chunk = list(islice(source, self._chunk))
+        the reorder buffer count against the room, so ``buffer_size`` bounds memory (in
+        datapoints; a task is sent only if it fits whole, or when nothing is in flight)."""
+        tuner, limit = self._tuner, self.buffer_size
+        while True:
+            size = tuner.chunk
+            held = self._flight_items + self._pending_items
+            if held and held + size > limit:
+                return True
+            chunk = list(islice(source, size))
             if not chunk:
                 return False
             first = self._index
             self._index = first + len(chunk)
             self._submit_task(chunk, epoch, first)
-        return True
 
     def _take_result(self, epoch: int) -> bool:
         """Receive one result into ``self._ready``; False if it was stale (older epoch)."""
         task_id, kind, payload = self._receive()
         self._inflight -= 1
+        size = self._flight.pop(task_id, 0) if task_id is not None else 0
+        self._flight_items -= size
         if task_id is not None and task_id[0] != epoch:
             return False  # an abandoned pass's result or error: dropped
         if kind == msg.ERROR:
@@ -224,9 +245,13 @@ class ParallelMapBase(ProxyDataFlow):
         if not self.ordered:
             self._release(seq, kind, payload)
             return True
-        self._pending[seq] = (kind, payload)
-        while self._want in self._pending:
-            self._release(self._want, *self._pending.pop(self._want))
+        pending = self._pending
+        pending[seq] = (kind, payload, size)
+        self._pending_items += size
+        while self._want in pending:
+            kind, payload, size = pending.pop(self._want)
+            self._pending_items -= size
+            self._release(self._want, kind, payload)
             self._want += 1
         return True
 

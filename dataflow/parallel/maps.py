@@ -14,6 +14,7 @@ random augmentations drawing from a worker's RNG differ across workers.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,14 @@ from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerError
 from ..ops._stack import collate
 from . import _messages as msg
+from ._autotune import (
+    AUTO_BUFFER_PER_WORKER,
+    WORKER_BYTES,
+    AutoWorkers,
+    WorkerPlan,
+    available_cores,
+    memory_bound_workers,
+)
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._options import WorkerOptions
@@ -60,15 +69,18 @@ def _map_worker(
     map_func = link.rebuild(map_func)
     where = f"map_func in worker {index} (pid {link.pid})"
     stage = options.stage
+    clock = time.perf_counter
     while True:
         task_id = None
         try:
             _, _, (task_id, chunk, rng_key) = msg.recv(link.sock)
+            t0 = clock()
             out = _apply(map_func, chunk, rng_key)
+            busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it
             if batch_size and len(out) == batch_size:
-                link.send(msg.BATCH, (task_id, collate(stage, out)))
+                link.send(msg.BATCH, (task_id, collate(stage, out), busy))
             else:
-                link.send(msg.DATA, (task_id, out))
+                link.send(msg.DATA, (task_id, out, busy))
         except BaseException as e:
             link.send(msg.ERROR, (task_id, msg.capture_error(e, where)))
 
@@ -78,14 +90,24 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
 
     Args:
         ds: the upstream, read (and reset) in this process.
-        num_proc: number of worker processes.
+        num_proc: number of worker processes, or ``"auto"``: the map starts in-process,
+            measures its map time and its consumer's own time per datapoint, and starts
+            workers (up to the cores this process may use, bounded by the memory available)
+            only when they pay; it then uses one worker more or fewer as the consumer's
+            waiting shows. A cheap map stays in-process: no process is started. Decisions
+            are logged at debug level on ``dataflow.autotune``.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
-        buffer_size: datapoints in flight (bounds memory and the reorder buffer).
+        buffer_size: datapoints in flight (bounds memory and the reorder buffer);
+            ``"auto"``: 128 per worker that may run.
         strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
         item_rng: call ``map_func(dp, rng)`` with a generator seeded from ``(seed, epoch,
             index)``: the same randomness for a datapoint in any worker and after a resume.
+        chunk: datapoints per task sent to a worker; ``"auto"`` (default) sends one at a time
+            while the map is slow and groups (up to ``buffer_size / (2 * num_proc)``) when
+            it is cheap, from the map time the workers measure (see ``dataflow.autotune``
+            in the logging docs). Results come back grouped the same way.
         start_method, seed, timeout, shm_bytes, copy: as for
             :class:`~dataflow.MultiProcessRunnerZMQ` (results of 16 KiB and more come back
             through shared memory).
@@ -103,9 +125,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     def __init__(
         self,
         ds: DataFlow,
-        num_proc: int,
+        num_proc: int | str,
         map_func: Callable[..., Any],
-        buffer_size: int = 200,
+        buffer_size: int | str = 200,
         strict: bool = False,
         *,
         ordered: bool = False,
@@ -115,12 +137,24 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         timeout: float | None = None,
         shm_bytes: int | None = None,
         copy: bool = False,
-        chunk: int = 1,
+        chunk: int | str = "auto",
     ) -> None:
         stage = type(self).__name__
         options = WorkerOptions(stage, start_method, seed, timeout, shm_bytes, copy, hwm=0)
-        super().__init__(ds, map_func, buffer_size, strict, ordered, options.timeout, chunk, item_rng, seed)
-        self.num_proc = check_int(stage, "num_proc", num_proc)
+        self._auto: AutoWorkers | None = None
+        if num_proc == "auto":
+            cores = available_cores()
+            most = max(1, min(cores, memory_bound_workers(WORKER_BYTES)))
+            self._auto = AutoWorkers(WorkerPlan(stage, most, cores))
+            self._inline: deque[tuple[TaskId, bytes, Any]] = deque()
+        else:
+            most = check_int(stage, "num_proc", _not_str(stage, "num_proc", num_proc))
+        size = AUTO_BUFFER_PER_WORKER * most if buffer_size == "auto" else buffer_size
+        size = _not_str(stage, "buffer_size", size)
+        super().__init__(ds, map_func, size, strict, ordered, options.timeout, chunk, item_rng, seed)
+        self.num_proc: int | str = num_proc if self._auto is not None else most
+        self._most = most  # workers started (all of them used, unless num_proc="auto")
+        self._active = most
         self.options = options
         self.start_method, self.seed = start_method, options.seed
         self.shm_bytes, self.copy = shm_bytes, options.copy
@@ -133,13 +167,25 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         return self._pool.pids if self._pool is not None else []
 
     def _start(self) -> None:
+        auto = self._auto
+        if auto is not None:
+            self._inline.clear()
+            auto.restart(time.perf_counter())
+            if not auto.parallel:
+                return  # maps in-process until the probe says workers pay
+            self._active = auto.plan.workers
+        self._start_pool()
+
+    def _start_pool(self) -> None:
+        n = self._most
         seed = self.options.worker_seed()
-        args = [(i, self.map_func, self.options, seed, self._batch_size) for i in range(self.num_proc)]
+        args = [(i, self.map_func, self.options, seed, self._batch_size) for i in range(n)]
         self._pool = pool = ProcessPool(self.options, _map_worker, args, {"map_func": self.map_func})
-        self._load = [0] * self.num_proc
+        self._load = [0] * n
+        self._tuner.cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
         try:
             ready: set[int] = set()
-            while len(ready) < self.num_proc:  # a ROUTER drops messages to unknown peers
+            while len(ready) < n:  # a ROUTER drops messages to unknown peers
                 worker, kind, payload = pool.recv()
                 if kind == msg.READY:
                     ready.add(worker)
@@ -155,9 +201,13 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         return self._pool
 
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
+        if self._pool is None and self._auto is not None:
+            self._submit_inline(task_id, chunk, rng_key, self._auto)
+            return
         pool = self._live_pool()
         load = self._load
-        worker = load.index(min(load))
+        active = load if self._active == len(load) else load[: self._active]
+        worker = active.index(min(active))
         try:
             pool.send(worker, msg.DATA, (task_id, chunk, rng_key))
         except zmq.ZMQError as e:  # EHOSTUNREACH: that worker is gone; name it once reapable
@@ -168,9 +218,36 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
         load[worker] += 1
 
+    def _submit_inline(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey, auto: AutoWorkers) -> None:
+        """``num_proc="auto"`` before workers pay: map here, measuring (see ``_autotune``)."""
+        t0 = time.perf_counter()
+        try:
+            self._inline.append((task_id, msg.DATA, _apply(self.map_func, chunk, rng_key)))
+        except Exception as e:
+            where = "map_func (in-process: num_proc='auto' found no gain in workers yet)"
+            self._inline.append((task_id, msg.ERROR, msg.capture_error(e, where, same_process=True)))
+        now = time.perf_counter()
+        self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
+        if auto.mapped_inline(len(chunk), now - t0, now):
+            self._active = auto.plan.workers
+            self._start_pool()  # the next tasks go to the workers; results here come first
+            auto.restart(time.perf_counter())
+
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
-        worker, kind, (task_id, payload) = self._live_pool().recv()
+        if self._auto is not None:
+            if self._inline:
+                return self._inline.popleft()
+            t0 = time.perf_counter()
+            worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
+            now = time.perf_counter()
+            new = self._auto.waited(now - t0, now)
+            if new is not None:
+                self._active = new
+        else:
+            worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
         self._load[worker] -= 1
+        if busy:
+            self._tuner.observe(self._flight.get(task_id, 0), busy[0])
         return task_id, kind, payload
 
     def _stop(self) -> None:
@@ -178,6 +255,12 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             pool, self._pool = self._pool, None
             if pool is not None:
                 pool.close()
+
+
+def _not_str(stage: str, name: str, value: Any) -> Any:
+    if isinstance(value, str):
+        raise ValueError(f'{stage}: {name} must be an int >= 1 or "auto", got {value!r}')
+    return value
 
 
 #: tensorpack's name for :class:`MultiProcessMapDataZMQ`.

@@ -1,0 +1,258 @@
+"""Decisions the parallel maps take by themselves while they run, from what they measure.
+
+The maps feed these objects measurements (the time a worker spent mapping a task, how many
+datapoints the task held, how long the consumer waited for results) and read back decisions
+(how many datapoints travel per task, how many workers to use, whether to map in-process).
+The objects hold **no clock and start nothing**: they are pure functions of the
+measurements, so the decision logic is tested with made-up numbers, not with timings.
+Every decision that changes something is logged at debug level on ``dataflow.autotune``.
+
+- :class:`ChunkTuner`: datapoints per task. A cheap map (microseconds per datapoint) is
+  dominated by the per-message cost in the consumer (pickling a task, two socket
+  operations, reordering), so its datapoints travel in groups; a slow map (milliseconds)
+  sends them one by one, so no worker idles while another holds a long chunk.
+- :class:`WorkerPlan`: how many workers to use, or none (map in-process), from the
+  per-datapoint map time and the consumer's own per-datapoint cost measured in a short
+  in-process probe, then adjusted by how long the consumer waits for results.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+__all__ = [
+    "AUTO_BUFFER_PER_WORKER",
+    "WORKER_BYTES",
+    "AutoWorkers",
+    "ChunkTuner",
+    "WorkerPlan",
+    "available_cores",
+    "logger",
+    "memory_bound_workers",
+]
+
+logger = logging.getLogger("dataflow.autotune")
+
+#: a task should keep a worker busy about this long: long enough that the consumer's fixed
+#: cost per task (~30-60 us: pickling, two socket operations, bookkeeping) is a few percent,
+#: short enough that the last task of a pass does not leave the other workers idle for long.
+TASK_SECONDS = 0.002
+#: weight of the newest measurement in the running per-datapoint estimate
+_ALPHA = 0.25
+
+
+class ChunkTuner:
+    """How many datapoints a map sends per task: ``fixed`` when given, else chosen from the
+    measured map time per datapoint so that a task takes about :data:`TASK_SECONDS`, within
+    ``[1, cap]``. Starts at 1 (nothing is known yet; the first results also come sooner)."""
+
+    __slots__ = ("cap", "chunk", "fixed", "per_item", "stage")
+
+    def __init__(self, stage: str, fixed: int | None, cap: int) -> None:
+        self.stage = stage
+        self.fixed = fixed
+        self.cap = max(1, cap)
+        self.chunk = fixed if fixed is not None else 1
+        self.per_item: float | None = None  # seconds of map time per datapoint (running estimate)
+
+    def observe(self, items: int, busy: float) -> None:
+        """A task of ``items`` datapoints kept a worker busy for ``busy`` seconds."""
+        if self.fixed is not None or items <= 0 or busy < 0:
+            return
+        sample = busy / items
+        est = self.per_item
+        self.per_item = est = sample if est is None else est + _ALPHA * (sample - est)
+        want = self.cap if est <= TASK_SECONDS / self.cap else max(1, min(self.cap, int(TASK_SECONDS / est)))
+        old = self.chunk
+        if want != old and (want >= 2 * old or 2 * want <= old or want in (1, self.cap)):
+            self.chunk = want  # hysteresis: small wobbles of the estimate change nothing
+            logger.debug(
+                "%s: %d datapoint(s) per task (map takes %.1f us per datapoint; was %d)",
+                self.stage, want, est * 1e6, old,
+            )
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def memory_bound_workers(per_worker_bytes: int, available: int | None = None) -> int:
+    """How many workers fit in half of the memory available now (``/proc/meminfo``'s
+    MemAvailable unless ``available`` is given), each assumed to need ``per_worker_bytes``;
+    at least 1. Without ``/proc/meminfo`` the bound is not applied (a large number)."""
+    if available is None:
+        available = _mem_available()
+        if available is None:
+            return 1 << 16
+    return max(1, (available // 2) // max(1, per_worker_bytes))
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@dataclass
+class WorkerPlan:
+    """How many workers a ``num_proc="auto"`` map uses; 0 means: map in the consumer.
+
+    The model: in-process, a datapoint costs the consumer ``own + work`` (``own``: reading
+    the upstream and whatever the code iterating the map does per datapoint; ``work``: the
+    map). With ``n`` workers the consumer pays ``own + transport`` per datapoint and the
+    workers deliver ``n / work`` datapoints per second, but they share ``cores`` with the
+    consumer, which keeps ``busy = (own + transport) * rate`` of a core. :meth:`decide`
+    takes the ``n`` with the best predicted rate, and goes parallel only when that beats the
+    in-process rate by ``margin`` (parallelism that would not pay stays off: no processes).
+    :meth:`adjust` then grows the count when the consumer waits for results most of the
+    time and cores are left, and shrinks it when the consumer never waits (it is the
+    bottleneck, and a worker fewer leaves it a core)."""
+
+    stage: str
+    max_workers: int
+    cores: int
+    transport: float = 4e-6  #: consumer seconds per datapoint for grouped tasks (measured: 2-5 us)
+    margin: float = 1.25
+    workers: int = 0
+
+    def predicted_rate(self, n: int, work: float, own: float) -> float:
+        """Datapoints per second with ``n`` workers (0: in-process) under the model above."""
+        if n == 0:
+            return 1.0 / max(own + work, 1e-9)
+        consumer = own + self.transport
+        rate = min(1.0 / max(consumer, 1e-9), n / max(work, 1e-9))
+        free = self.cores - consumer * rate  # cores left to the workers at that rate
+        if n > free:  # workers and consumer share the cores: scale the workers' part down
+            rate = min(rate, max(free, 0.1) / max(work, 1e-9))
+        return rate
+
+    def decide(self, work: float, own: float, quiet: bool = False) -> int:
+        """The worker count for a map costing ``work`` s per datapoint when the consumer's own
+        part costs ``own`` s per datapoint (both measured in-process); sets :attr:`workers`.
+        ``quiet``: log only if the decision differs from the current one."""
+        serial = self.predicted_rate(0, work, own)
+        best, best_rate = 0, serial
+        for n in range(1, self.max_workers + 1):
+            rate = self.predicted_rate(n, work, own)
+            if rate > best_rate * 1.02:  # a worker more must be worth it
+                best, best_rate = n, rate
+        if best and best_rate < serial * self.margin:
+            best = 0
+        changed, self.workers = best != self.workers, best
+        if quiet and not changed:
+            return best
+        logger.debug(
+            "%s: %s (map %.1f us/datapoint, consumer %.1f us/datapoint; predicted %.0f/s vs "
+            "%.0f/s in-process; up to %d workers on %d cores)",
+            self.stage, f"{best} worker(s)" if best else "maps in-process", work * 1e6, own * 1e6,
+            best_rate, serial, self.max_workers, self.cores,
+        )
+        return best
+
+    def adjust(self, wait_fraction: float) -> int:
+        """After a measuring window in which the consumer spent ``wait_fraction`` of its time
+        waiting for results: one worker more (waiting > 30%, room left), one fewer (waiting
+        < 2% with more workers than leave the consumer a core), or unchanged."""
+        n = self.workers
+        if n == 0:
+            return 0
+        new = n
+        if wait_fraction > 0.3 and n < self.max_workers:
+            new = n + 1
+        elif wait_fraction < 0.02 and n > 1 and n >= self.cores:
+            new = n - 1
+        if new != n:
+            logger.debug(
+                "%s: %d -> %d worker(s) (the consumer waited %.0f%% of the time for results)",
+                self.stage, n, new, 100 * wait_fraction,
+            )
+            self.workers = new
+        return new
+
+
+#: datapoints in flight per worker when ``buffer_size="auto"``: room for two full tasks of
+#: the largest automatic chunk (64) per worker, so no worker waits for its next task
+AUTO_BUFFER_PER_WORKER = 128
+#: memory assumed per worker process when bounding ``num_proc="auto"`` (a forked worker
+#: shares its parent's pages; this is its own heap, buffers and the map's working set)
+WORKER_BYTES = 256 * 2**20
+
+
+class AutoWorkers:
+    """The running side of ``num_proc="auto"``: when to leave the in-process probe and with
+    how many workers, then when to use one more or one fewer. Fed measurements with the
+    time they were taken (``now``, seconds on any monotonic clock), so it has no clock.
+
+    - **Probe** (in-process): every task mapped in the consumer reports its datapoints and
+      map time; once :attr:`probe_items` datapoints and :attr:`probe_seconds` have passed
+      (or :attr:`probe_max_items`), :meth:`WorkerPlan.decide` splits the window's wall time
+      into the map's part and the consumer's own part. In-process maps keep measuring and
+      decide again after every further :attr:`window` seconds (a map that gets slower later
+      still gets its workers).
+    - **Parallel**: every receive reports how long the consumer waited; after each
+      :attr:`window` seconds :meth:`WorkerPlan.adjust` may change the number of workers in use.
+    """
+
+    probe_items = 8
+    probe_seconds = 0.02
+    probe_max_items = 2000
+    window = 0.5
+
+    def __init__(self, plan: WorkerPlan) -> None:
+        self.plan = plan
+        self.decided = False
+        self._start: float | None = None
+        self._items = 0
+        self._busy = 0.0
+
+    @property
+    def parallel(self) -> bool:
+        return self.plan.workers > 0
+
+    def restart(self, now: float) -> None:
+        """A new measuring window begins (start of a pass, workers just started)."""
+        self._start, self._items, self._busy = now, 0, 0.0
+
+    def mapped_inline(self, items: int, busy: float, now: float) -> bool:
+        """A task of ``items`` datapoints was mapped in-process in ``busy`` s; ``True`` when the
+        map should now go to :attr:`WorkerPlan.workers` worker processes."""
+        if self._start is None:
+            self.restart(now - busy)
+        self._items += items
+        self._busy += busy
+        elapsed = now - (now if self._start is None else self._start)
+        ripe = self._items >= self.probe_items and elapsed >= self.probe_seconds
+        if self.decided:
+            ripe = elapsed >= self.window
+        if not (ripe or (not self.decided and self._items >= self.probe_max_items)):
+            return False
+        work = self._busy / self._items
+        own = max(0.0, elapsed - self._busy) / self._items
+        first = not self.decided
+        self.decided = True
+        self.restart(now)
+        return self.plan.decide(work, own, quiet=not first) > 0
+
+    def waited(self, wait: float, now: float) -> int | None:
+        """The consumer waited ``wait`` s for a result; a new worker count, or ``None``."""
+        if self._start is None:
+            self.restart(now)
+        self._busy += wait
+        elapsed = now - (now if self._start is None else self._start)
+        if elapsed < self.window:
+            return None
+        before = self.plan.workers
+        after = self.plan.adjust(self._busy / elapsed)
+        self.restart(now)
+        return after if after != before else None

@@ -1,0 +1,139 @@
+"""A short search for the best configuration of a pipeline's process maps: :func:`tune`
+(``python -m dataflow tune --pipeline module:make_flow``).
+
+For every candidate — ``num_proc="auto", buffer_size="auto"``, then each ``num_proc`` from 1
+to the cores this process may use times each ``buffer_size`` of ``(50, 200, 800)`` — the
+pipeline is built afresh by ``make_flow()``, its :class:`~dataflow.MultiProcessMapDataZMQ`
+stages (found through the ``.ds`` chain from the top) are rebuilt with that configuration,
+and ``size`` datapoints are timed after ``warmup`` (worker start-up excluded). The result
+lists every candidate's rate, names the best, and holds the per-stage times of the best
+configuration (:func:`~dataflow.tools.profiling.profile`, where the slowest stage is the
+bottleneck; a process map's time includes its workers').
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._checks import check_int
+from ..base import DataFlow
+from .profiling import ProfileResult, profile
+
+__all__ = ["TuneResult", "tune"]
+
+BUFFERS = (50, 200, 800)
+Config = tuple[Any, Any]  # num_proc, buffer_size
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` measured: ``rates`` (datapoints/s per configuration, in the order
+    tried), ``best`` and the per-stage ``profile`` of the best."""
+
+    stages: int
+    rates: list[tuple[Config, float]] = field(default_factory=list)
+    profile: ProfileResult | None = None
+
+    @property
+    def best(self) -> Config:
+        return max(self.rates, key=lambda cr: cr[1])[0]
+
+    def __str__(self) -> str:
+        if not self.stages:
+            return "no MultiProcessMapDataZMQ stage found: nothing to tune"
+        top = max(rate for _, rate in self.rates)
+        lines = ["| num_proc | buffer_size | datapoints/s | vs best |", "|---|---|---|---|"]
+        for (p, b), rate in self.rates:
+            lines.append(f"| {p} | {b} | {rate:,.0f} | {rate / top:.2f}x |")
+        p, b = self.best
+        lines.append(f"\nbest: num_proc={p!r}, buffer_size={b!r} (for {self.stages} process map stage(s))")
+        if self.profile is not None:
+            lines.append(f"\nper-stage times of the best configuration (source first):\n{self.profile}")
+        return "\n".join(lines)
+
+
+def _maps(df: DataFlow) -> list[tuple[Any, Any]]:
+    """``(parent, stage)`` for each exact MultiProcessMapDataZMQ in the ``.ds`` chain (parent
+    ``None`` for the top)."""
+    from ..parallel.maps import MultiProcessMapDataZMQ
+
+    found: list[tuple[Any, Any]] = []
+    parent: Any = None
+    node: Any = df
+    seen: set[int] = set()
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        if type(node) is MultiProcessMapDataZMQ:
+            found.append((parent, node))
+        parent, node = node, getattr(node, "ds", None)
+    return found
+
+
+def _rebuilt(stage: Any, num_proc: Any, buffer_size: Any) -> Any:
+    o = stage.options
+    return type(stage)(
+        stage.ds, num_proc, stage.map_func, buffer_size, stage.strict, ordered=stage.ordered,
+        item_rng=stage.item_rng, start_method=o.start_method, seed=stage.seed, timeout=stage.timeout,
+        shm_bytes=stage.shm_bytes, copy=stage.copy,
+        chunk="auto" if stage._tuner.fixed is None else stage._tuner.fixed,
+    )
+
+
+def configured(make_flow: Callable[[], DataFlow], num_proc: Any, buffer_size: Any) -> tuple[DataFlow, int]:
+    """``make_flow()`` with every process map rebuilt as ``(num_proc, buffer_size)``; and
+    how many there were."""
+    df = make_flow()
+    found = _maps(df)
+    for parent, stage in found:
+        new = _rebuilt(stage, num_proc, buffer_size)
+        if parent is None:
+            df = new
+        else:
+            parent.ds = new
+    return df, len(found)
+
+
+def _rate(df: DataFlow, size: int, warmup: int) -> float:
+    df.reset_state()
+    try:
+        stream = itertools.chain.from_iterable(itertools.repeat(df))  # epochs, one after another
+        for _ in itertools.islice(stream, warmup):
+            pass
+        t0 = time.perf_counter()
+        for _ in itertools.islice(stream, size):
+            pass
+        return size / max(time.perf_counter() - t0, 1e-9)
+    finally:
+        df.close()
+
+
+def tune(make_flow: Callable[[], DataFlow], size: int = 2000, warmup: int = 100) -> TuneResult:
+    """Try the configurations of the module docstring on ``make_flow()``; see
+    :class:`TuneResult`. ``make_flow`` is called once per configuration (and once more for
+    the profile): it must build a fresh pipeline each time."""
+    size = check_int("tune", "size", size, 1)
+    warmup = check_int("tune", "warmup", warmup, 0)
+    _, stages = configured(make_flow, "auto", "auto")
+    result = TuneResult(stages)
+    if not stages:
+        return result
+    try:
+        cores = max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    candidates: list[Config] = [("auto", "auto")]
+    candidates += [(p, b) for p in range(1, cores + 1) for b in BUFFERS]
+    for config in candidates:
+        df, _ = configured(make_flow, *config)
+        result.rates.append((config, _rate(df, size, warmup)))
+    df, _ = configured(make_flow, *result.best)
+    try:
+        result.profile = profile(df, size=size, warmup=warmup)
+    finally:
+        df.close()
+    return result

@@ -1,0 +1,281 @@
+"""The autotune decisions (datapoints per task, worker count) from made-up measurements, and
+the maps that use them: same results, exact resume, decisions logged."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+import dataflow as D
+from dataflow.parallel._autotune import (
+    TASK_SECONDS,
+    AutoWorkers,
+    ChunkTuner,
+    WorkerPlan,
+    memory_bound_workers,
+)
+from tests.checkpoint._harness import check_resume
+
+pytestmark = pytest.mark.timeout(240)
+
+
+# -- ChunkTuner -----------------------------------------------------------------------------
+
+
+def test_chunk_starts_at_one_and_groups_cheap_maps_up_to_the_cap() -> None:
+    t = ChunkTuner("M", None, cap=50)
+    assert t.chunk == 1
+    t.observe(1, 2e-6)  # 2 us per datapoint: 1000 would fill a task, the cap wins
+    assert t.chunk == 50
+
+
+def test_chunk_stays_one_for_slow_maps() -> None:
+    t = ChunkTuner("M", None, cap=50)
+    for _ in range(20):
+        t.observe(1, 0.004)
+    assert t.chunk == 1
+
+
+def test_chunk_targets_the_task_duration_between_the_bounds() -> None:
+    t = ChunkTuner("M", None, cap=1000)
+    per_item = TASK_SECONDS / 40
+    for _ in range(30):
+        t.observe(10, 10 * per_item)
+    assert t.chunk == 40
+
+
+def test_chunk_shrinks_when_the_map_becomes_slow() -> None:
+    t = ChunkTuner("M", None, cap=64)
+    t.observe(1, 1e-6)
+    assert t.chunk == 64
+    for _ in range(40):
+        t.observe(64, 64 * 0.01)
+    assert t.chunk == 1
+
+
+def test_chunk_ignores_small_wobbles() -> None:
+    t = ChunkTuner("M", None, cap=1000)
+    for _ in range(30):
+        t.observe(10, 10 * TASK_SECONDS / 40)
+    assert t.chunk == 40
+    t.observe(10, 10 * TASK_SECONDS / 30)  # estimate moves a little: no change of chunk
+    assert t.chunk == 40
+
+
+def test_fixed_chunk_never_changes() -> None:
+    t = ChunkTuner("M", 4, cap=50)
+    t.observe(4, 1e-6)
+    t.observe(4, 10.0)
+    assert t.chunk == 4
+
+
+def test_chunk_decisions_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"):
+        ChunkTuner("StageX", None, cap=8).observe(1, 1e-6)
+    assert any("StageX: 8 datapoint(s) per task" in r.getMessage() for r in caplog.records)
+
+
+# -- WorkerPlan -----------------------------------------------------------------------------
+
+
+def test_cheap_map_stays_in_process() -> None:
+    plan = WorkerPlan("M", max_workers=2, cores=2)
+    assert plan.decide(work=2e-6, own=3e-6) == 0  # parallel would not pay
+    assert plan.workers == 0
+
+
+def test_slow_map_uses_every_core() -> None:
+    assert WorkerPlan("M", max_workers=4, cores=4).decide(work=0.004, own=1e-6) == 4
+
+
+def test_worker_count_is_capped_by_max_workers() -> None:
+    assert WorkerPlan("M", max_workers=2, cores=16).decide(work=0.004, own=1e-6) == 2
+
+
+def test_consumer_bound_map_takes_no_more_workers_than_it_can_feed() -> None:
+    # the map costs 4x the consumer's part: ~4 workers keep up; more would only wait
+    n = WorkerPlan("M", max_workers=16, cores=16).decide(work=40e-6, own=10e-6)
+    assert 3 <= n <= 5
+
+
+def test_predicted_parallel_rate_never_exceeds_the_consumer_rate() -> None:
+    plan = WorkerPlan("M", max_workers=8, cores=8)
+    for n in range(1, 9):
+        assert plan.predicted_rate(n, work=1e-3, own=1e-4) <= 1 / (1e-4 + plan.transport) + 1e-6
+
+
+def test_adjust_grows_when_the_consumer_waits_and_shrinks_when_it_is_the_bottleneck() -> None:
+    plan = WorkerPlan("M", max_workers=3, cores=3, workers=2)
+    assert plan.adjust(0.6) == 3
+    assert plan.adjust(0.6) == 3  # at the bound
+    assert plan.adjust(0.0) == 2  # consumer saturated and no core left to it
+    assert plan.adjust(0.1) == 2  # in between: unchanged
+    assert WorkerPlan("M", max_workers=3, cores=3, workers=0).adjust(0.9) == 0  # in-process
+
+
+def test_plan_decisions_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"):
+        WorkerPlan("StageY", max_workers=2, cores=2).decide(work=2e-6, own=3e-6)
+    assert any("StageY: maps in-process" in r.getMessage() for r in caplog.records)
+
+
+def test_memory_bound() -> None:
+    assert memory_bound_workers(2**30, available=8 * 2**30) == 4
+    assert memory_bound_workers(2**30, available=2**20) == 1
+
+
+# -- the process map with chunk="auto" -------------------------------------------------------
+
+
+def inc(dp: list[int]) -> list[int]:
+    return [dp[0] + 1]
+
+
+def drop_odd(dp: list[int]) -> list[int] | None:
+    return None if dp[0] % 2 else [dp[0]]
+
+
+def _auto_map(n: int, func: Any = inc, size: int = 300, **kw: Any) -> D.DataFlow:
+    src = D.DataFromList([[i] for i in range(size)], shuffle=False)
+    return D.MultiProcessMapDataZMQ(src, n, func, buffer_size=40, strict=True, ordered=True,
+                                    timeout=60, **kw)
+
+
+def test_auto_chunks_give_the_same_stream(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _auto_map(2, drop_odd) as df:
+        df.reset_state()
+        for _ in range(2):
+            assert [dp[0] for dp in df] == list(range(0, 300, 2))
+        assert df._tuner.chunk > 1  # a cheap map travels in groups
+    assert any("per task" in r.getMessage() for r in caplog.records)
+
+
+def test_auto_chunks_never_exceed_the_buffer() -> None:
+    with _auto_map(2) as df:
+        df.reset_state()
+        it = iter(df)
+        for _ in range(150):
+            next(it)
+            assert df._flight_items + df._pending_items <= df.buffer_size
+
+
+def test_auto_chunks_resume_exactly() -> None:
+    check_resume(lambda: _auto_map(2, drop_odd, size=120), epochs=2, max_cuts=8)
+
+
+def test_bad_chunk_is_refused() -> None:
+    with pytest.raises(ValueError, match="chunk"):
+        _auto_map(2, chunk=0)
+    with pytest.raises((TypeError, ValueError), match="chunk"):
+        _auto_map(2, chunk="fast")
+
+
+# -- AutoWorkers (the running side of num_proc="auto"), on a made-up clock --------------------
+
+
+def _auto(most: int = 2, cores: int = 2) -> AutoWorkers:
+    return AutoWorkers(WorkerPlan("M", max_workers=most, cores=cores))
+
+
+def test_probe_waits_for_enough_items_and_time() -> None:
+    a = _auto()
+    a.restart(0.0)
+    assert not a.mapped_inline(4, 0.02, 0.021)  # 4 items: too few to judge
+    assert not a.decided
+    assert a.mapped_inline(4, 0.02, 0.042)  # 8 items of 5 ms each: workers pay
+    assert a.decided and a.plan.workers == 2
+
+
+def test_probe_keeps_a_cheap_map_in_process_and_decides_again_later() -> None:
+    a = _auto()
+    a.restart(0.0)
+    t = 0.0
+    for _ in range(10):
+        t += 0.003
+        assert not a.mapped_inline(1000, 0.001, t)  # 1 us per datapoint, 2 us the consumer's own
+    assert a.decided and a.plan.workers == 0
+    went = []
+    for _ in range(200):  # the map became slow: 5 ms per datapoint, decided again per window
+        t += 0.0051
+        went.append(a.mapped_inline(1, 0.005, t))
+    assert went.index(True) >= 50  # not before a window has passed
+    assert a.plan.workers == 2
+
+
+def test_probe_decides_after_many_items_even_if_quick() -> None:
+    a = _auto()
+    a.restart(0.0)
+    assert not a.mapped_inline(a.probe_max_items, 1e-4, 2e-4)
+    assert a.decided
+
+
+def test_waiting_consumer_gets_another_worker_per_window() -> None:
+    a = _auto(most=3, cores=4)
+    a.plan.workers = 1
+    a.restart(0.0)
+    assert a.waited(0.3, 0.3) is None  # window not over
+    assert a.waited(0.2, a.window) == 2  # waited the whole window
+    assert a.waited(0.0, 2 * a.window) is None  # never waited, but a core is left: keep
+    assert a.waited(0.4, 3 * a.window) == 3
+
+
+# -- the process map with num_proc="auto" ---------------------------------------------------
+
+
+def slow_inc(dp: list[int]) -> list[int]:
+    import time
+
+    time.sleep(0.005)  # slow enough that workers always pay, whatever the machine's speed
+    return [dp[0] + 1]
+
+
+def fails_at_7(dp: list[int]) -> list[int]:
+    if dp[0] == 7:
+        raise KeyError(f"bad {dp[0]}")
+    return dp
+
+
+def _num_auto(func: Any, size: int, **kw: Any) -> D.DataFlow:
+    src = D.DataFromList([[i] for i in range(size)], shuffle=False)
+    return src.parallel_map(func, num_proc="auto", buffer_size="auto", timeout=60, **kw)
+
+
+def test_auto_cheap_map_stays_in_process(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _num_auto(inc, 5000) as df:
+        df.reset_state()
+        for _ in range(2):
+            assert [dp[0] for dp in df] == list(range(1, 5001))
+        assert df.worker_pids == []  # no process was started
+    assert any("maps in-process" in r.getMessage() for r in caplog.records)
+
+
+def test_auto_slow_map_starts_workers_and_keeps_order(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _num_auto(slow_inc, 60) as df:
+        df.reset_state()
+        assert [dp[0] for dp in df] == list(range(1, 61))
+        pids = df.worker_pids
+        assert len(pids) >= 1
+        assert [dp[0] for dp in df] == list(range(1, 61))
+        assert df.worker_pids == pids  # the second epoch reuses them
+    assert any("worker(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_auto_in_process_error_is_the_users_own() -> None:
+    with _num_auto(fails_at_7, 20) as df:
+        df.reset_state()
+        with pytest.raises(KeyError, match="bad 7"):
+            list(df)
+
+
+def test_auto_map_resumes_exactly() -> None:
+    check_resume(lambda: _num_auto(drop_odd, 40), epochs=2, max_cuts=8)
+
+
+def test_bad_num_proc_is_refused() -> None:
+    src = D.DataFromList([[1]], shuffle=False)
+    with pytest.raises(ValueError, match="num_proc"):
+        D.MultiProcessMapDataZMQ(src, "many", inc)
+    with pytest.raises(ValueError, match="buffer_size"):
+        D.MultiProcessMapDataZMQ(src, 2, inc, buffer_size="big")
