@@ -164,7 +164,13 @@ def test_runner_resumes_every_worker_stream(kind: str) -> None:
     or repeated, and epochs keep len(ds) datapoints."""
     full = _runner(kind)
     full.reset_state()
-    reference = _per_worker([x for _ in range(8) for x in full])
+    items: list[Any] = []
+    for _ in range(200):  # until every worker's stream is long enough (a slow starter included)
+        items += list(full)
+        per = _per_worker(items)
+        if len(per) == 2 and min(len(v) for v in per.values()) >= 40:
+            break
+    reference = _per_worker(items)
     full.close()
     for k in (0, 7, 10):
         head, state = _cut(_runner(kind), k)
@@ -172,6 +178,7 @@ def test_runner_resumes_every_worker_stream(kind: str) -> None:
         assert [len(ep) for ep in rest] == [10 - k, 10, 10]
         got = _per_worker(head + [x for ep in rest for x in ep])
         for worker, values in got.items():
+            assert worker in reference and len(values) <= len(reference[worker]), (worker, k)
             assert values == reference[worker][: len(values)], f"worker {worker}, cut at {k}"
 
 
