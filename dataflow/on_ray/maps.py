@@ -120,6 +120,7 @@ class RayMapData(ParallelMapBase):
         self._refs: dict[Any, int] = {}  # object ref of a call -> its actor
         self._load: list[int] = []
         self._done: deque[tuple[TaskId | None, bytes, Any]] = deque()
+        self._func_ref: Any = None
 
     @property
     def actors(self) -> list[Any]:
@@ -134,7 +135,8 @@ class RayMapData(ParallelMapBase):
     def _start(self) -> None:
         ray = connected_ray(type(self).__name__)
         cls = ray.remote(_MapActor).options(**self._options)
-        func_ref = ray.put(self.map_func)
+        # held until _stop: Ray re-runs a restarted actor's constructor with this argument
+        self._func_ref = func_ref = ray.put(self.map_func)
         seed = seeding.resolve_seed(self.seed)
         self._actors = [cls.remote(func_ref, i, seed) for i in range(self.num_actors)]
         self._load = [0] * self.num_actors
@@ -214,6 +216,7 @@ class RayMapData(ParallelMapBase):
     def _stop(self) -> None:
         actors, self._actors = self._actors, []
         self._refs, self._done, self._load, self._pids = {}, deque(), [], []
+        self._func_ref = None
         if not actors:
             return
         ray = ray_module(type(self).__name__)

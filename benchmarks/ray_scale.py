@@ -1,0 +1,143 @@
+"""The Ray backend on one machine: RayMapData beside our ZMQ processes and Ray Data.
+
+The ``mp_map`` work (a ~4 ms pure-Python function, calibrated here, over 600 datapoints, 2
+workers), in one run:
+
+- ``serial map``: a plain loop in this process (the reference);
+- ``dataflow processes``: ``parallel_map(f, num_proc=2)`` (``MultiProcessMapDataZMQ``,
+  ordered, strict);
+- ``dataflow on Ray``: ``parallel_map(f, num_proc=2, backend="ray")`` (``RayMapData``,
+  ordered, strict, chunks of ``--chunk`` datapoints per actor call);
+- ``Ray Data map``: ``ray.data.from_items(rows).map(f, concurrency=2)``, rows iterated;
+- ``Ray Data map_batches``: the same with ``map_batches(batch_size=--chunk)``.
+
+Each round builds the pipeline, runs an untimed pass (actors and workers up), then times a
+second pass. A local Ray with ``--cpus`` CPUs is started once (Ray's start-up is not timed).
+
+    pip install "dataflow-ml[ray]"
+    python benchmarks/ray_scale.py [--items 600] [--ms 4] [--rounds 5] [--chunk 8]
+
+Targets (issue 14): the Ray backend >= 0.8x our ZMQ processes and >= 1.5x Ray Data on small
+items.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks._harness import (  # noqa: E402
+    Result,
+    TimedContender,
+    machine_line,
+    markdown_table,
+)
+from benchmarks.mp_map import _passes, calibrate, make_data, ours, serial, work  # noqa: E402
+
+NUM_PROC = 2
+SERIAL = "serial map"
+OURS = "dataflow processes"
+RAY = "dataflow on Ray"
+
+
+def on_ray(data: list, f: Callable, chunk: int) -> TimedContender:
+    from dataflow import DataFromList
+
+    def make() -> Any:
+        df = DataFromList(data, shuffle=False).parallel_map(f, num_proc=NUM_PROC, backend="ray", chunk=chunk)
+        df.reset_state()
+        return df
+
+    def run() -> tuple[int, float]:
+        n, seconds, df = _passes(make, False, len(data))
+        df.close()
+        return n, seconds
+
+    return TimedContender(RAY, run)
+
+
+def _row_work(f: Callable, row: dict) -> dict:
+    out = f([row["i"], row["x"]])
+    return {"i": out[0], "x": out[1]}
+
+
+def _batch_work(f: Callable, batch: dict) -> dict:
+    import numpy as np
+
+    outs = [f([i, x]) for i, x in zip(batch["i"], batch["x"])]
+    return {"i": np.array([o[0] for o in outs]), "x": np.stack([np.asarray(o[1]) for o in outs])}
+
+
+def ray_data(data: list, f: Callable, batches: int | None) -> TimedContender:
+    import ray
+
+    rows = [{"i": dp[0], "x": dp[1]} for dp in data]
+
+    def make() -> Any:
+        ds = ray.data.from_items(rows)
+        pool = ray.data.TaskPoolStrategy(size=NUM_PROC)
+        if batches is None:
+            return ds.map(functools.partial(_row_work, f), compute=pool)
+        return ds.map_batches(functools.partial(_batch_work, f), batch_size=batches, compute=pool)
+
+    def run() -> tuple[int, float]:
+        import time
+
+        ds = make()
+        sum(1 for _ in ds.iter_rows())  # untimed: Ray Data's workers up
+        t0 = time.perf_counter()
+        n = sum(1 for _ in ds.iter_rows())
+        return n, time.perf_counter() - t0
+
+    return TimedContender("Ray Data map" if batches is None else "Ray Data map_batches", run)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=600)
+    parser.add_argument("--ms", type=float, default=4.0, help="target cost of one call")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--chunk", type=int, default=8, help="datapoints per Ray call / batch")
+    parser.add_argument("--cpus", type=int, default=NUM_PROC, help="CPUs of the local Ray")
+    parser.add_argument("--no-ray-data", action="store_true", help="leave Ray Data out")
+    args = parser.parse_args()
+    import ray
+
+    logging.getLogger("ray").setLevel(logging.WARNING)
+    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    iters, measured = calibrate(args.ms)
+    f = functools.partial(work, iters=iters)
+    data = make_data(args.items)
+    contenders = [serial(data, f, False), ours(data, f, False), on_ray(data, f, args.chunk)]
+    contenders[1].name = OURS
+    if not args.no_ray_data:
+        contenders += [ray_data(data, f, None), ray_data(data, f, args.chunk)]
+    # Ray keeps its own processes (raylet, workers) for the whole run, so the harness's
+    # "children gone, machine quiet" checks cannot hold: plain interleaved rounds instead
+    results = [Result(c.name) for c in contenders]
+    for _ in range(args.rounds):
+        for c, r in zip(contenders, results):
+            n, seconds = c.run()
+            r.rates.append(n / seconds)
+    print(
+        f"ray_scale: ordered parallel map of a {measured:.2f} ms pure-Python function over "
+        f"{args.items} datapoints, {NUM_PROC} workers (local Ray, {args.cpus} CPUs), chunk "
+        f"{args.chunk}; second pass timed; {args.rounds} rounds, medians; {machine_line()}\n"
+    )
+    print(markdown_table(results, [SERIAL, OURS], unit="items/s"))
+    print("\nTargets: dataflow on Ray >= 0.8x dataflow processes, >= 1.5x Ray Data on small items.")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
