@@ -59,7 +59,7 @@ def _by_column(items: list[Any]) -> dict[str, Any] | None:
         container = dict
     else:
         return None
-    if any(c is None for c in columns):
+    if not columns or any(c is None for c in columns):  # no columns: nothing would keep the count
         return None
     return {"container": container.__name__, "keys": keys, "columns": columns, "count": len(items)}
 
