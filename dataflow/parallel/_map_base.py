@@ -134,9 +134,8 @@ class ParallelMapBase(ProxyDataFlow):
     def close(self) -> None:
         """Stop the workers and close the upstream. Idempotent."""
         try:
-            if self._started:
-                self._started = False
-                self._stop()
+            self._started = False
+            self._stop()  # even if not started: a start that a Ctrl-C cut may have begun
         finally:
             self.ds.close()
 
