@@ -15,7 +15,7 @@ import pytest
 import zmq
 
 import dataflow as D
-from dataflow.parallel import _pool, _shm
+from dataflow.parallel import _shm
 from tests.faults._leaks import assert_no_leaks, snapshot
 from tests.parallel import _util as u
 
@@ -123,8 +123,8 @@ def test_thread_flow_close_fault_leaves_no_thread(
     still stops (it was told to before the join); a second close() is a no-op."""
     before = snapshot()
     df = _started(THREAD_FLOWS[kind])
-    if kind == "prefetch":
-        iter(df)  # a running epoch's reading thread, stopped by close()
+    running = iter(df)
+    next(running)  # an epoch in progress, its iterator still held: close() stops its threads
     calls = _inject(monkeypatch, threading.Thread, "join", fault)
     expected = KeyboardInterrupt if fault is SigintNow else fault
     with pytest.raises(expected):
@@ -133,6 +133,7 @@ def test_thread_flow_close_fault_leaves_no_thread(
     monkeypatch.undo()
     assert_no_leaks(before)
     df.close()
+    del running
 
 
 @pytest.mark.parametrize("kind", list(PROCESS_FLOWS))
@@ -147,3 +148,18 @@ def test_sigint_during_reset_state_leaves_nothing(kind: str, monkeypatch: pytest
     monkeypatch.undo()
     df.close()
     assert_no_leaks(before)
+
+
+@pytest.mark.parametrize("kind", [*PROCESS_FLOWS, *THREAD_FLOWS])
+def test_close_mid_epoch_with_the_iterator_still_held_leaves_nothing(kind: str) -> None:
+    """Promise: close() in the middle of an epoch whose iterator the caller still holds
+    stops every worker and thread at once (not when the iterator is collected)."""
+    make = {**PROCESS_FLOWS, **THREAD_FLOWS}[kind]
+    before = snapshot()
+    df = make()
+    df.reset_state()
+    running = iter(df)
+    next(running)
+    df.close()
+    assert_no_leaks(before)
+    del running
