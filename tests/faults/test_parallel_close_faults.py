@@ -8,9 +8,11 @@ from __future__ import annotations
 import multiprocessing.process
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import zmq
 
@@ -163,3 +165,28 @@ def test_close_mid_epoch_with_the_iterator_still_held_leaves_nothing(kind: str) 
     df.close()
     assert_no_leaks(before)
     del running
+
+
+def _slow_zero_big(dp: list[Any]) -> list[Any]:
+    """``[i, 64 KiB array]`` (through shared memory), 0.5 s late for 0: the others wait in
+    an ordered map's reorder buffer."""
+    if dp[0] == 0:
+        time.sleep(0.5)
+    return [dp[0], np.full(16384, dp[0], dtype=np.float32)]
+
+
+def test_close_drops_results_held_for_a_pass_left_halfway() -> None:
+    """Promise: close() releases the shared memory viewed by results buffered for a pass
+    left halfway (here: an ordered map's reorder buffer), at close(), not at collection."""
+    before = snapshot()
+    df = D.MultiProcessMapDataZMQ(u.Range(40), 2, _slow_zero_big, strict=True, ordered=True)
+    df.reset_state()
+    it = iter(df)
+    first = next(it)
+    assert first[0] == 0
+    del first
+    assert df._pending, "the scenario needs results waiting in the reorder buffer"
+    it.close()
+    df.close()
+    assert_no_leaks(before)
+    del it
