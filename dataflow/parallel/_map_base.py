@@ -141,13 +141,16 @@ class ParallelMapBase(ProxyDataFlow):
         self._started = True
 
     def close(self) -> None:
-        """Stop the workers and close the upstream. Idempotent."""
+        """Stop the workers, drop the results buffered for a pass left halfway (they may view
+        shared memory) and close the upstream. Idempotent; take checkpoints before it."""
         try:
-            if self._started:
-                self._started = False
-                self._stop()
+            self._started = False
+            self._stop()  # even if not started: a start that a Ctrl-C cut may have begun
         finally:
-            self.ds.close()
+            try:
+                self._clear_epoch_state()  # results of a pass left halfway may view shared memory
+            finally:
+                self.ds.close()
 
     def __len__(self) -> int:
         return len(self.ds)

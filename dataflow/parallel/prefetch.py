@@ -12,6 +12,7 @@ from .._checks import check_int, check_timeout
 from .._state_fields import decode_items, encode_items, field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from . import _messages as msg
+from ._interrupts import deferred_sigint
 from ._thread_util import END, Pause, get, put, stop_threads
 
 __all__ = ["ThreadPrefetchData"]
@@ -36,7 +37,7 @@ class ThreadPrefetchData(ProxyDataFlow):
         self.timeout = check_timeout(type(self).__name__, timeout)
         self._guard = ReentrancyGuard(type(self).__name__)
         self._pause = Pause()
-        self._run: tuple[threading.Thread, queue.Queue[Any]] | None = None
+        self._run: tuple[threading.Thread, queue.Queue[Any], threading.Event] | None = None
         self._local: deque[Any] = deque()  # read ahead, drained at a checkpoint
 
     def __iter__(self) -> Iterator[Any]:
@@ -61,7 +62,7 @@ class ThreadPrefetchData(ProxyDataFlow):
         with self._guard:
             try:
                 t.start()
-                self._run = (t, q)
+                self._run = (t, q, stop)
                 while True:
                     item = local.popleft() if local else get(q, stage, self.timeout, [t])
                     if type(item) is tuple and len(item) == 2 and item[0] is END:
@@ -73,6 +74,18 @@ class ThreadPrefetchData(ProxyDataFlow):
                 self._run = None
                 self._pause.release()
                 stop_threads([t], stop, q)
+
+    def close(self) -> None:
+        """Stop the reading thread of an epoch still in progress (its iterator may still be
+        held), then close the upstream. Idempotent."""
+        try:
+            with deferred_sigint():
+                run, self._run = self._run, None
+                if run is not None:
+                    self._pause.release()
+                    stop_threads([run[0]], run[2], run[1])
+        finally:
+            self.ds.close()
 
     def _produce(self, itr: Iterator[Any], q: queue.Queue[Any], stop: threading.Event) -> None:
         pause = self._pause
@@ -91,7 +104,7 @@ class ThreadPrefetchData(ProxyDataFlow):
         run = self._run
         if not live or run is None:
             return {"ahead": None}
-        t, q = run
+        t, q, _ = run
 
         def drain() -> None:
             try:

@@ -34,6 +34,7 @@ from .._progress import check_progress, progress_bar
 from .._warn import warn
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateUnsupportedError
+from ._interrupts import blocked_signals, deferred_sigint
 from ._messages import recv_parts
 
 __all__ = [
@@ -323,6 +324,7 @@ class RemoteDataZMQ(DataFlow):
                 f"{type(self).__name__} was iterated before reset_state() or after close()"
             )
         with self._guard:
+            self._drop_cut_messages()
             ended = 0
             while ended < self.num_senders:
                 frames = self._recv()
@@ -351,6 +353,13 @@ class RemoteDataZMQ(DataFlow):
             return []
         return dps
 
+    def _drop_cut_messages(self) -> None:
+        """Drop the rest of a message whose first parts were received when a Ctrl-C ended
+        the last epoch: read as a message of its own it would be malformed."""
+        for sock in self._socks:
+            while sock.getsockopt(zmq.RCVMORE):
+                sock.recv(zmq.NOBLOCK)
+
     def _bad(self, err: codec.CodecError) -> None:
         self.malformed += 1
         if self.on_malformed == "raise":
@@ -358,16 +367,23 @@ class RemoteDataZMQ(DataFlow):
         warn(f"{type(self).__name__}: skipped malformed message #{self.malformed}: {err}", RuntimeWarning)
 
     def close(self) -> None:
-        """Close the sockets, the authenticator and the context. Idempotent."""
-        for sock in self._socks:
-            sock.close(linger=0)
-        self._socks = []
-        if self._auth is not None:
-            self._auth.stop()
-            self._auth = None
-        if self._ctx is not None:
-            self._ctx.term()
-            self._ctx = None
+        """Close the sockets, the authenticator and the context. Idempotent; a Ctrl-C or an
+        error in one step does not skip the others."""
+        with deferred_sigint():
+            socks, self._socks = self._socks, []
+            auth, self._auth = self._auth, None
+            ctx, self._ctx = self._ctx, None
+            try:
+                for sock in socks:
+                    sock.close(linger=0)
+            finally:
+                try:
+                    if auth is not None:
+                        auth.stop()
+                finally:
+                    if ctx is not None:
+                        with blocked_signals():  # a signal inside libzmq's term leaves it half done
+                            ctx.destroy(linger=0)  # closes a socket whose close() failed, then terms
 
 
 class _AllowList:
