@@ -43,7 +43,10 @@ def test_strict_break_discards_the_failing_rest_of_the_pass(kind: str, tmp_path:
     before = snapshot()
     df = u.make_map(kind, u.Range(20), FailOnceOn15(str(tmp_path / "claim")), strict=True, buffer_size=20)
     df.reset_state()
-    assert len(list(itertools.islice(df, 3))) == 3
+    it = iter(df)
+    first = list(itertools.islice(it, 3))
+    it.close()  # what a `break` does once the loop's iterator is dropped (done here, not left to GC)
+    assert len(first) == 3
     time.sleep(0.3)  # the failing item is done meanwhile: its error waits in the transport
     assert sorted(list(df)) == [[i] for i in range(20)]
     assert (tmp_path / "claim").exists()  # it did fail, in the abandoned pass
@@ -58,7 +61,10 @@ def test_non_strict_break_carries_the_stream_and_its_error_over(kind: str) -> No
     before = snapshot()
     df = u.make_map(kind, u.Range(20), fail_on_15, strict=False, buffer_size=20)
     df.reset_state()
-    assert len(list(itertools.islice(df, 3))) == 3
+    it = iter(df)
+    first = list(itertools.islice(it, 3))
+    it.close()  # what a `break` does once the loop's iterator is dropped (done here, not left to GC)
+    assert len(first) == 3
     time.sleep(0.3)
     with pytest.raises(u.MyError, match="bad 15"):
         list(df)
