@@ -43,6 +43,11 @@ EXCLUDED: dict[str, str] = {
     "RemoteDataZMQ": "needs a live sender per epoch; its epochs, close and errors are covered in "
     "tests/parallel/test_remote.py",
     **{
+        name: "needs a Ray cluster (started once per session in tests/ray/conftest.py); its "
+        "epochs, reset, close, errors and checkpoints are covered in tests/ray/"
+        for name in ("DataFromRay", "RayMapData", "RayRunner")
+    },
+    **{
         old: f"tensorpack's old name, a subclass of {new} that only warns (covered by {new} and "
         f"tests/migration/test_names.py)"
         for old, new in (

@@ -81,6 +81,7 @@ class MultiThreadMapData(ParallelMapBase):
         super().__init__(ds, map_func, buffer_size, strict, ordered, timeout, item_rng=item_rng, seed=seed)
         self.num_thread = check_int(type(self).__name__, "num_thread", num_thread)
         self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()  # set by _stop; a fresh one per _start
 
     def _start(self) -> None:
         self._tasks: queue.Queue[Any] = queue.Queue()
