@@ -152,3 +152,19 @@ def check_plain(stage: str, value: Any, where: str = "state") -> None:
         f"{stage}: {where} holds a {type(value).__name__}; a state may hold only dicts with str keys, "
         f"lists, int, float, str, bytes, bool and None (encode datapoints with dataflow.codec.dumps)"
     )
+
+
+def check_file_count(stage: str, state: Mapping[str, Any], files: int) -> None:
+    """A file-reading source's state must be for as many files as it reads."""
+    if int_field(stage, state, "files") != files:
+        raise StateError(f"{stage}: the state was saved for {state['files']} files, this flow reads {files}")
+
+
+def offset_field(stage: str, state: Mapping[str, Any]) -> int:
+    """A byte offset, stored as a decimal ``str`` (JSON keeps it exact beyond 2**53)."""
+    offset = field(stage, state, "offset", str)
+    if not offset.isdigit():
+        raise StateError(
+            f"{stage}: state field 'offset' must be a non-negative int as str, got {offset!r:.40}"
+        )
+    return int(offset)

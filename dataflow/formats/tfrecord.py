@@ -20,9 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import codec
-from .._state_fields import field, int_field
+from .._state_fields import check_file_count, int_field, offset_field
 from ..base import DataFlow
-from ..errors import LengthUnknownError, StateError
+from ..errors import LengthUnknownError
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
 from ._crc32c import masked_crc32c
@@ -217,21 +217,14 @@ class TFRecordData(DataFlow):
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
-        if int_field(stage, state, "files") != len(self.paths):
-            raise StateError(
-                f"{stage}: the state was saved for {state['files']} files, this flow reads {len(self.paths)}"
-            )
+        check_file_count(stage, state, len(self.paths))
         self.__dict__.pop("_resume", None)
         if not live or "file" not in state:
             return
-        offset = field(stage, state, "offset", str)
-        if not offset.isdigit():
-            raise StateError(
-                f"{stage}: state field 'offset' must be a non-negative int as str, got {offset!r:.40}"
-            )
+        offset = offset_field(stage, state)
         where = (
             int_field(stage, state, "file", 0, len(self.paths)),
-            int(offset),
+            offset,
             int_field(stage, state, "record", 0),
             int_field(stage, state, "read", 0),
         )

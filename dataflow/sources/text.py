@@ -7,9 +7,8 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Union
 
-from .._state_fields import field, int_field, plain_rng_state
+from .._state_fields import check_file_count, field, int_field, offset_field, plain_rng_state
 from ..base import RNGDataFlow
-from ..errors import StateError
 
 __all__ = ["TextLineData"]
 
@@ -104,18 +103,11 @@ class TextLineData(RNGDataFlow):
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
-        if int_field(stage, state, "files") != len(self.paths):
-            raise StateError(
-                f"{stage}: the state was saved for {state['files']} files, this flow reads {len(self.paths)}"
-            )
+        check_file_count(stage, state, len(self.paths))
         self.__dict__.pop("_resume", None)
         if not live or "file" not in state:
             self._load_rng(field(stage, state, "rng", (dict, type(None))))
             return
-        offset = field(stage, state, "offset", str)
-        if not offset.isdigit():
-            raise StateError(
-                f"{stage}: state field 'offset' must be a non-negative int as str, got {offset!r:.40}"
-            )
-        self._resume = (int_field(stage, state, "file", 0, len(self.paths)), int(offset))
+        offset = offset_field(stage, state)
+        self._resume = (int_field(stage, state, "file", 0, len(self.paths)), offset)
         self._load_rng(field(stage, state, "epoch_rng", dict))
