@@ -22,10 +22,14 @@ class _Counted(DataFromList):
     def __init__(self, n: int, epochs: int) -> None:
         super().__init__([[i] for i in range(n)], shuffle=False)
         self.started, self.max_epochs = 0, epochs
+        self.received = threading.Event()  # set by the test: everything sent has arrived
 
     def __iter__(self) -> Any:
         self.started += 1
         if self.started > self.max_epochs:
+            # stop only once the receiver has everything: a sender that raises drops what
+            # ZMQ still queues, and under load that could be the last epoch's datapoints
+            self.received.wait(30)
             raise _Stop
         return super().__iter__()
 
@@ -47,6 +51,7 @@ def test_loop_sends_epoch_after_epoch_without_end_marker() -> None:
         t.start()
         it = iter(df)
         got = [next(it)[0] for _ in range(15)]  # three epochs in one receiver epoch: no end marker
+        flow.received.set()
         t.join(30)
     assert got == list(range(5)) * 3
     assert flow.started == 4 and len(errors) == 1 and isinstance(errors[0], _Stop)
