@@ -232,8 +232,10 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
     _check_header(view)
     try:
         body_len, count = _LAYOUT.unpack_from(view, 4)
-        lengths = _lengths(count).unpack_from(view, 16) if count < 4096 else struct.unpack_from(
-            f"<{count}Q", view, 16
+        lengths = (
+            _lengths(count).unpack_from(view, 16)
+            if count < 4096
+            else struct.unpack_from(f"<{count}Q", view, 16)
         )
     except struct.error as e:
         raise CodecError(f"codec: truncated data ({e})") from None
