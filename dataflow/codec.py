@@ -49,6 +49,7 @@ __all__ = [
     "dumps",
     "dumps_frames",
     "dumps_local",
+    "dumps_parts",
     "loads",
     "loads_frames",
     "loads_local",
@@ -210,9 +211,16 @@ def loads_frames(frames: list[Any]) -> Any:
 def dumps(obj: Any) -> bytes:
     """Encode ``obj`` with the safe codec into one ``bytes`` (see the module docstring).
     Raises :class:`CodecError` for objects it cannot represent without pickle."""
+    return b"".join(dumps_parts(obj))
+
+
+def dumps_parts(obj: Any) -> list[Any]:
+    """The bytes of :func:`dumps` as a list of buffers (the arrays' own memory, not copied):
+    for writers that copy anyway (a file, a database) and need not join them first. Valid
+    until the arrays in ``obj`` change."""
     head, *buffers = dumps_frames(obj)
-    lengths = struct.pack(f"<I{len(buffers)}Q", len(buffers), *(b.nbytes for b in buffers))
-    return b"".join([head[:4], struct.pack("<Q", len(head) - 4), lengths, head[4:], *buffers])
+    lengths = struct.pack(f"<QI{len(buffers)}Q", len(head) - 4, len(buffers), *(b.nbytes for b in buffers))
+    return [head[:4], lengths, memoryview(head)[4:], *buffers]
 
 
 _LAYOUT = struct.Struct("<QI")  # body length, buffer count (after the 4-byte header)
