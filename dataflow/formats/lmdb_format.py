@@ -132,8 +132,11 @@ class LMDBData(IndexedSource):
         self.close()
         env = self._open_env()
         try:
-            self._inspect(env)
-            self._keys = self._find_keys(env) if self._shuffle else None
+            try:
+                self._inspect(env)
+                self._keys = self._find_keys(env) if self._shuffle else None
+            except self._lmdb_error as e:
+                raise self._damaged(e) from e
         except BaseException:
             env.close()
             raise
@@ -197,19 +200,38 @@ class LMDBData(IndexedSource):
             elif not cur.first():
                 return
             entries = (kv for kv in cur.iternext() if kv[0] not in _META_KEYS)
-            for _, (k, v) in zip(positions, entries):
-                yield [k, v]
+            try:
+                for _, (k, v) in zip(positions, entries):
+                    yield [k, v]
+            except self._lmdb_error as e:
+                raise self._damaged(e) from e
 
     def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[list[Any]]:
         keys = self._key_list()
         with env.begin(buffers=self._buffers) as txn:
             get = txn.get
-            for i in indices:
-                k = keys[i]
-                v = get(k)
-                if v is None:
-                    raise KeyError(f"{self._stage}: {self._path}: no value for key {k!r}")
-                yield [k, v]
+            try:
+                for i in indices:
+                    k = keys[i]
+                    v = get(k)
+                    if v is None:
+                        if self._keys_arg is None:  # the key came from the database itself
+                            raise FormatError(
+                                f"{self._stage}: {self._path}: the database lists key {k!r} but "
+                                f"holds no value for it; the file is damaged"
+                            )
+                        raise KeyError(f"{self._stage}: {self._path}: no value for key {k!r}")
+                    yield [k, v]
+            except self._lmdb_error as e:
+                raise self._damaged(e) from e
+
+    @property
+    def _lmdb_error(self) -> type[Exception]:
+        return import_lmdb(self._stage).Error  # type: ignore[no-any-return]
+
+    def _damaged(self, e: Exception) -> FormatError:
+        """LMDB's own error for a damaged page (``CorruptedError``, ``PageNotFoundError``...)."""
+        return FormatError(f"{self._stage}: {self._path}: the database is damaged ({type(e).__name__}: {e})")
 
     def _decoded(self, items: Iterator[list[Any]]) -> Iterator[Any]:
         """Hook: :meth:`LMDBSerializer.load` decodes the values."""
