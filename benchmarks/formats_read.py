@@ -113,8 +113,24 @@ def _tensorpack_flows(size: int, tmp: str) -> dict:
         return flows
     tfr = os.path.join(tmp, "tensorpack.tfrecord")
     TFRecordSerializer.save(DataFromList(data, shuffle=False), tfr)
-    flows["tensorpack TFRecord"] = TFRecordSerializer.load(tfr, size=size)
+    flows["tensorpack TFRecord"] = _FreshEachEpoch(lambda: TFRecordSerializer.load(tfr, size=size))
     return flows
+
+
+class _FreshEachEpoch:
+    """tensorpack's TFRecord reader wraps one generator, so its second epoch is empty (and
+    ``FixedSizeData`` then raises "generator raised StopIteration"): load it anew per epoch."""
+
+    def __init__(self, load: Callable) -> None:
+        self.load = load
+
+    def reset_state(self) -> None:
+        pass
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        df = self.load()
+        df.reset_state()
+        return iter(df)
 
 
 def _peer_main(conn, size: int, tmp: str) -> None:

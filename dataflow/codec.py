@@ -49,6 +49,7 @@ __all__ = [
     "dumps",
     "dumps_frames",
     "dumps_local",
+    "dumps_parts",
     "loads",
     "loads_frames",
     "loads_local",
@@ -121,44 +122,54 @@ class _Encoder:
         return _Packer(default=self.default, use_bin_type=True, strict_types=True).pack(obj)
 
 
+@functools.lru_cache(maxsize=1024)
+def _array_header(data: bytes) -> tuple[np.dtype, tuple[int, ...], int, int]:
+    """``(dtype, shape, buffer index, byte size)`` of an array's extension payload, checked.
+    Datapoints of one dataset repeat the same few headers: each is parsed and checked once
+    (the cache is bounded; errors are not cached)."""
+    descr, shape, index = _unpackb(data, raw=False)
+    dtype = _dtype(descr) if isinstance(descr, str) else np.dtype([tuple(f) for f in descr])
+    _check_dtype(dtype, "the encoded array")
+    shape = tuple(shape)
+    if any(type(n) is not int or n < 0 for n in shape) or type(index) is not int or index < 0:
+        raise CodecError(f"codec: malformed array header (shape {shape}, buffer {index})")
+    return dtype, shape, index, math.prod(shape) * dtype.itemsize
+
+
 class _Decoder:
     """One decoding: rebuilds arrays from the buffers (views when they are writable)."""
+
+    __slots__ = ("buffers", "marks")
 
     def __init__(self, buffers: list[memoryview]) -> None:
         self.buffers = buffers
         self.marks = 0  # tuple markers decoded and not yet consumed by the list they head
 
     def ext_hook(self, code: int, data: bytes) -> Any:
+        if code == _EXT_ARRAY or code == _EXT_SCALAR:  # inline: the hot path of every array
+            dtype, shape, index, expected = _array_header(data)
+            buffers = self.buffers
+            if index >= len(buffers):
+                raise CodecError(f"codec: malformed array header (buffer {index} of {len(buffers)})")
+            raw = buffers[index]
+            if raw.nbytes != expected:
+                raise CodecError(
+                    f"codec: array of shape {shape} and dtype {dtype} needs {expected} bytes, "
+                    f"got {raw.nbytes}"
+                )
+            arr = (np.frombuffer(raw, dtype) if expected else np.empty(0, dtype)).reshape(shape)
+            if not arr.flags.writeable:
+                arr = arr.copy()  # input was immutable bytes: give an owned, writable array
+            return arr[()] if code == _EXT_SCALAR else arr
         if code == _EXT_TUPLE:
             if data:
                 raise CodecError("codec: malformed tuple marker")
             self.marks += 1
             return _TUPLE_MARK
-        if code in (_EXT_ARRAY, _EXT_SCALAR):
-            return self.array(code, data)
         if code == _EXT_COMPLEX:
             real, imag = _unpackb(data)
             return complex(real, imag)
         raise CodecError(f"codec: unknown extension type {code}")
-
-    def array(self, code: int, data: bytes) -> Any:
-        descr, shape, index = _unpackb(data, raw=False)
-        dtype = _dtype(descr) if isinstance(descr, str) else np.dtype([tuple(f) for f in descr])
-        _check_dtype(dtype, "the encoded array")
-        shape = tuple(shape)
-        if any(not isinstance(n, int) or n < 0 for n in shape) or not 0 <= index < len(self.buffers):
-            raise CodecError(f"codec: malformed array header (shape {shape}, buffer {index})")
-        raw = self.buffers[index]
-        expected = math.prod(shape) * dtype.itemsize
-        if raw.nbytes != expected:
-            raise CodecError(
-                f"codec: array of shape {shape} and dtype {dtype} needs {expected} bytes, got {raw.nbytes}"
-            )
-        arr = np.frombuffer(raw, dtype=dtype) if expected else np.empty(0, dtype)
-        arr = arr.reshape(shape)
-        if not arr.flags.writeable:
-            arr = arr.copy()  # input was immutable bytes: give an owned, writable array
-        return arr[()] if code == _EXT_SCALAR else arr
 
     def list_hook(self, items: list[Any]) -> Any:
         if items and items[0] is _TUPLE_MARK:
@@ -200,36 +211,60 @@ def loads_frames(frames: list[Any]) -> Any:
 def dumps(obj: Any) -> bytes:
     """Encode ``obj`` with the safe codec into one ``bytes`` (see the module docstring).
     Raises :class:`CodecError` for objects it cannot represent without pickle."""
+    return b"".join(dumps_parts(obj))
+
+
+def dumps_parts(obj: Any) -> list[Any]:
+    """The bytes of :func:`dumps` as a list of buffers (the arrays' own memory, not copied):
+    for writers that copy anyway (a file, a database) and need not join them first. Valid
+    until the arrays in ``obj`` change."""
     head, *buffers = dumps_frames(obj)
-    lengths = struct.pack(f"<I{len(buffers)}Q", len(buffers), *(b.nbytes for b in buffers))
-    return b"".join([head[:4], struct.pack("<Q", len(head) - 4), lengths, head[4:], *buffers])
+    lengths = struct.pack(f"<QI{len(buffers)}Q", len(head) - 4, len(buffers), *(b.nbytes for b in buffers))
+    return [head[:4], lengths, memoryview(head)[4:], *buffers]
+
+
+_LAYOUT = struct.Struct("<QI")  # body length, buffer count (after the 4-byte header)
+
+
+@functools.lru_cache(maxsize=64)
+def _lengths(count: int) -> struct.Struct:
+    return struct.Struct(f"<{count}Q")
 
 
 def loads(data: bytes | bytearray | memoryview) -> Any:
     """Decode bytes from :func:`dumps`. Never runs code from the input; malformed or
-    truncated input raises :class:`CodecError`. Arrays view ``data`` when it is writable,
-    else they are copies."""
+    truncated input raises :class:`CodecError`. Arrays view ``data`` when it is writable;
+    when it is not (``bytes``, a read-only map), the arrays' bytes are copied once, into one
+    buffer that the arrays of this datapoint share (each array is owned and writable)."""
     view = memoryview(data).cast("B")
     _check_header(view)
     try:
-        (body_len,) = struct.unpack_from("<Q", view, 4)
-        (count,) = struct.unpack_from("<I", view, 12)
-        lengths = struct.unpack_from(f"<{count}Q", view, 16)
+        body_len, count = _LAYOUT.unpack_from(view, 4)
+        lengths = (
+            _lengths(count).unpack_from(view, 16)
+            if count < 4096
+            else struct.unpack_from(f"<{count}Q", view, 16)
+        )
     except struct.error as e:
         raise CodecError(f"codec: truncated data ({e})") from None
     pos = 16 + 8 * count
     body = view[pos : pos + body_len]
     pos += body_len
+    end = pos + sum(lengths)
+    if end != view.nbytes or body.nbytes != body_len:
+        raise CodecError(f"codec: truncated or oversized data ({view.nbytes} bytes, layout says {end})")
+    if view.readonly and pos < end:
+        view, pos = memoryview(bytearray(view[pos:])), 0  # one copy for all arrays, not one each
     buffers = []
     for n in lengths:
         buffers.append(view[pos : pos + n])
         pos += n
-    if pos != view.nbytes or body.nbytes != body_len:
-        raise CodecError(f"codec: truncated or oversized data ({view.nbytes} bytes, layout says {pos})")
     return _decode(body, buffers)
 
 
 def _check_header(view: memoryview) -> memoryview:
+    if view[:4] == _HEADER:  # the current version: one comparison
+        return view[4:]
     if view.nbytes < len(_HEADER) or bytes(view[:3]) != _MAGIC:
         raise CodecError("codec: not dataflow-codec data (missing the 'DFC' header)")
     version = view[3]

@@ -8,11 +8,12 @@ import logging
 import os
 import struct
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from ._common import FormatError, require
 
-__all__ = ["SharedEnv", "commit", "import_lmdb"]
+__all__ = ["BatchWriter", "SharedEnv", "commit", "ensure_room", "import_lmdb"]
 
 _logger = logging.getLogger("dataflow")
 
@@ -106,14 +107,32 @@ class SharedEnv:
                 self.env.close()
 
 
-def commit(lmdb: Any, env: Any, items: list[tuple[bytes, bytes]]) -> None:
-    """Write ``items`` in one transaction; when the map is full, double it and write them
-    all again (an aborted transaction keeps nothing, so nothing is lost)."""
+def ensure_room(env: Any, pending: int) -> None:
+    """Grow the map (between transactions) so that ``pending`` more value bytes surely fit:
+    a transaction that fills the map is aborted and written again, which costs a second
+    pass over its data."""
+    info = env.info()
+    used = (info["last_pgno"] + 1) * env.stat()["psize"]
+    need = used + 2 * pending + (64 << 20)  # values, their page headers and the tree: ample
+    if need > info["map_size"]:
+        size = max(2 * info["map_size"], need)
+        _logger.info("LMDBSerializer: growing the map to %.3g GB", size / 1e9)
+        env.set_mapsize(size)
+
+
+def commit(lmdb: Any, env: Any, items: Sequence[tuple[bytes, Any]], append: bool = False) -> None:
+    """Write ``items`` in one transaction (``append``: their keys are sorted and after every
+    key written so far, which LMDB writes fastest); when the map is full anyway, double it
+    and write them all again (an aborted transaction keeps nothing, so nothing is lost)."""
     while True:
         txn = env.begin(write=True)
         try:
-            for k, v in items:
-                txn.put(k, v)
+            with txn.cursor() as cur:
+                _, added = cur.putmulti(items, append=append)
+            if added != len(items):
+                raise RuntimeError(
+                    f"LMDBSerializer: wrote {added} of {len(items)} entries (keys out of order?)"
+                )
             txn.commit()
             return
         except lmdb.MapFullError:
@@ -124,3 +143,42 @@ def commit(lmdb: Any, env: Any, items: list[tuple[bytes, bytes]]) -> None:
         except BaseException:
             txn.abort()
             raise
+
+
+class BatchWriter:
+    """Writes ``(key, parts)`` entries in transactions of at most ``max_entries`` entries
+    and about ``arena`` bytes: each value's parts (from :func:`dataflow.codec.dumps_parts`)
+    are copied once into a reused buffer (no new allocation per value, no join), which LMDB
+    copies into the map. The buffer is kept until its transaction commits, so a transaction
+    that fills the map can be written again; keys must come in sorted order (``append``)."""
+
+    def __init__(self, lmdb: Any, env: Any, max_entries: int, arena: int = 64 << 20, append: bool = True):
+        self.lmdb, self.env, self.max_entries, self.append = lmdb, env, max_entries, append
+        self.size = arena
+        self.buf: memoryview | None = None  # allocated on first use, grown for a huge value
+        self.pos = 0
+        self.batch: list[tuple[bytes, memoryview]] = []
+
+    def put(self, key: bytes, parts: list[Any]) -> None:
+        sizes = [memoryview(p).nbytes for p in parts]
+        n = sum(sizes)
+        buf = self.buf
+        if buf is None or self.pos + n > len(buf):
+            self.flush()
+            if buf is None or n > len(buf):
+                self.size = max(self.size, n)
+                buf = self.buf = memoryview(bytearray(self.size))
+        start = pos = self.pos
+        for part, m in zip(parts, sizes):
+            buf[pos : pos + m] = part
+            pos += m
+        self.pos = pos
+        self.batch.append((key, buf[start:pos]))
+        if len(self.batch) >= self.max_entries:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.batch:
+            ensure_room(self.env, self.pos)
+            commit(self.lmdb, self.env, self.batch, append=self.append)
+        self.batch, self.pos = [], 0

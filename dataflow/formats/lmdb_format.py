@@ -23,7 +23,7 @@ from ..errors import DataFlowNotReset
 from ..sources._indexed import IndexedSource, cursor
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
-from ._lmdb_env import SharedEnv, commit, import_lmdb
+from ._lmdb_env import BatchWriter, SharedEnv, import_lmdb
 
 __all__ = ["LMDBData", "LMDBDataDecoder", "LMDBSerializer"]
 
@@ -31,6 +31,7 @@ FORMAT_VERSION = 1
 META_KEY = b"__dataflow_format__"
 TENSORPACK_KEYS = b"__keys__"
 _META_KEYS = frozenset((META_KEY, TENSORPACK_KEYS))
+_APPEND_LIMIT = 10**10  # keys b"%010d" sort in write order below this count (and before META_KEY)
 
 
 def data_key(index: int) -> bytes:
@@ -131,8 +132,11 @@ class LMDBData(IndexedSource):
         self.close()
         env = self._open_env()
         try:
-            self._inspect(env)
-            self._keys = self._find_keys(env) if self._shuffle else None
+            try:
+                self._inspect(env)
+                self._keys = self._find_keys(env) if self._shuffle else None
+            except self._lmdb_error as e:
+                raise self._damaged(e) from e
         except BaseException:
             env.close()
             raise
@@ -196,19 +200,38 @@ class LMDBData(IndexedSource):
             elif not cur.first():
                 return
             entries = (kv for kv in cur.iternext() if kv[0] not in _META_KEYS)
-            for _, (k, v) in zip(positions, entries):
-                yield [k, v]
+            try:
+                for _, (k, v) in zip(positions, entries):
+                    yield [k, v]
+            except self._lmdb_error as e:
+                raise self._damaged(e) from e
 
     def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[list[Any]]:
         keys = self._key_list()
         with env.begin(buffers=self._buffers) as txn:
             get = txn.get
-            for i in indices:
-                k = keys[i]
-                v = get(k)
-                if v is None:
-                    raise KeyError(f"{self._stage}: {self._path}: no value for key {k!r}")
-                yield [k, v]
+            try:
+                for i in indices:
+                    k = keys[i]
+                    v = get(k)
+                    if v is None:
+                        if self._keys_arg is None:  # the key came from the database itself
+                            raise FormatError(
+                                f"{self._stage}: {self._path}: the database lists key {k!r} but "
+                                f"holds no value for it; the file is damaged"
+                            )
+                        raise KeyError(f"{self._stage}: {self._path}: no value for key {k!r}")
+                    yield [k, v]
+            except self._lmdb_error as e:
+                raise self._damaged(e) from e
+
+    @property
+    def _lmdb_error(self) -> type[Exception]:
+        return import_lmdb(self._stage).Error  # type: ignore[no-any-return]
+
+    def _damaged(self, e: Exception) -> FormatError:
+        """LMDB's own error for a damaged page (``CorruptedError``, ``PageNotFoundError``...)."""
+        return FormatError(f"{self._stage}: {self._path}: the database is damaged ({type(e).__name__}: {e})")
 
     def _decoded(self, items: Iterator[list[Any]]) -> Iterator[Any]:
         """Hook: :meth:`LMDBSerializer.load` decodes the values."""
@@ -290,8 +313,10 @@ class LMDBSerializer:
     ) -> None:
         """Write one epoch of ``df`` (after ``df.reset_state()``) to ``path``: a file, or
         ``data.mdb`` inside ``path`` if it is an existing directory. ``write_frequency``
-        datapoints are committed per transaction. The map starts at ``map_size`` bytes and
-        doubles whenever it is full, keeping every record. All or nothing: the database
+        datapoints (or about 64 MiB of encoded values, whichever comes first, so memory stays
+        bounded for large datapoints) are committed per transaction. The map starts at
+        ``map_size`` bytes and grows ahead of the data (and doubles if it is full anyway),
+        keeping every record. All or nothing: the database
         appears at its path only once complete; an existing one is replaced only with
         ``overwrite=True``."""
         stage = "LMDBSerializer.save"
@@ -306,16 +331,17 @@ class LMDBSerializer:
                 sync=False, metasync=False, max_dbs=0,
             )  # fmt: skip
             try:
-                batch: list[tuple[bytes, bytes]] = []
+                writer = BatchWriter(lmdb, env, write_frequency)
                 count = 0
+                dumps_parts = codec.dumps_parts
                 for dp in iterate_for_save(stage, df, progress):
-                    batch.append((data_key(count), codec.dumps(dp)))
+                    writer.put(data_key(count), dumps_parts(dp))
                     count += 1
-                    if len(batch) >= write_frequency:
-                        commit(lmdb, env, batch)
-                        batch = []
-                batch.append((META_KEY, codec.dumps(make_meta("lmdb", FORMAT_VERSION, count))))
-                commit(lmdb, env, batch)
+                    if count == _APPEND_LIMIT:  # longer keys no longer sort in write order
+                        writer.flush()
+                        writer.append = False
+                writer.put(META_KEY, [codec.dumps(make_meta("lmdb", FORMAT_VERSION, count))])
+                writer.flush()  # META_KEY sorts after every data key
                 env.sync(True)
             finally:
                 env.close()

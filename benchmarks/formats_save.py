@@ -1,0 +1,170 @@
+"""Storage formats, write side: saving a flow of large datapoints, this library vs tensorpack 0.11.
+
+Data: ``--size`` datapoints ``[int, uint8[--mb MiB]]`` from a flow that yields the same
+(random) array each time, so the source holds one array and the measured work is encoding
+and writing. Each contender saves one epoch to a fresh file per run (deleted after the run,
+outside the timing). Contenders, in one run:
+
+- ``dataflow LMDB`` / ``tensorpack LMDB``: ``LMDBSerializer.save(df, path)``;
+- ``dataflow TFRecord`` / ``tensorpack TFRecord``: ``TFRecordSerializer.save(df, path)``
+  (tensorpack's needs TensorFlow; left out with a note when it is missing).
+
+Ours also fsyncs the file before renaming it into place (all-or-nothing saves); tensorpack
+does neither, so the comparison includes the cost of that guarantee.
+
+tensorpack's contenders run in a separate (spawned) process driven one save at a time,
+because importing tensorpack patches the ``msgpack`` module globally. Medians of
+``--rounds`` rounds; ratios within this run.
+
+    pip install lmdb google-crc32c tensorpack==0.11 tensorflow-cpu
+    python benchmarks/formats_save.py [--size 1000] [--mb 1] [--rounds 3] [--dir /tmp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import multiprocessing
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks._harness import machine_line, note, quiet_stdout  # noqa: E402
+
+
+def _array(mb: float):  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    return np.random.default_rng(0).integers(0, 256, int(mb * (1 << 20)), dtype=np.uint8)
+
+
+def _timed(save: Callable[[str], None], path: str) -> float:
+    t0 = time.perf_counter()
+    save(path)
+    seconds = time.perf_counter() - t0
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.remove(path)
+    return seconds
+
+
+def ours(size: int, mb: float, tmp: str) -> dict[str, Callable[[], float]]:
+    from dataflow import DataFlow
+    from dataflow.formats import LMDBSerializer, TFRecordSerializer
+
+    arr = _array(mb)
+
+    class Big(DataFlow):
+        def __len__(self) -> int:
+            return size
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for i in range(size):
+                yield [i, arr]
+
+    return {
+        "dataflow LMDB": lambda: _timed(
+            lambda p: LMDBSerializer.save(Big(), p, progress=False), os.path.join(tmp, "ours.lmdb")
+        ),
+        "dataflow TFRecord": lambda: _timed(
+            lambda p: TFRecordSerializer.save(Big(), p, progress=False), os.path.join(tmp, "ours.tfrecord")
+        ),
+    }
+
+
+def _peer_main(conn, size: int, mb: float, tmp: str) -> None:  # type: ignore[no-untyped-def]
+    """The peer process: answers "save once with <name>" with the seconds it took."""
+    with quiet_stdout():
+        import logging
+
+        from tensorpack.dataflow import DataFlow, LMDBSerializer
+        from tensorpack.utils import logger
+
+        logger.setLevel(logging.WARNING)
+        arr = _array(mb)
+
+        class Big(DataFlow):
+            def __len__(self) -> int:
+                return size
+
+            def __iter__(self):  # type: ignore[no-untyped-def]
+                for i in range(size):
+                    yield [i, arr]
+
+        runs = {
+            "tensorpack LMDB": lambda: _timed(
+                lambda p: LMDBSerializer.save(Big(), p), os.path.join(tmp, "tp.lmdb")
+            )
+        }
+        try:
+            from tensorpack.dataflow import TFRecordSerializer
+            from tensorpack.dataflow.serialize import tf  # noqa: F401  (missing without TensorFlow)
+        except ImportError:
+            pass
+        else:
+            runs["tensorpack TFRecord"] = lambda: _timed(
+                lambda p: TFRecordSerializer.save(Big(), p), os.path.join(tmp, "tp.tfrecord")
+            )
+        conn.send(list(runs))
+        for name in iter(conn.recv, None):
+            conn.send(runs[name]())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1000)
+    parser.add_argument("--mb", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dir", default=None, help="where to write (default: the temp directory)")
+    args = parser.parse_args()
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        runs = ours(args.size, args.mb, tmp)
+        peer = None
+        if importlib.util.find_spec("tensorpack") is None:
+            note("tensorpack not installed: pip install tensorpack==0.11 to compare")
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            conn, child = ctx.Pipe()
+            peer = ctx.Process(target=_peer_main, args=(child, args.size, args.mb, tmp), daemon=True)
+            peer.start()
+            names = conn.recv()
+            if "tensorpack TFRecord" not in names:
+                note("tensorpack TFRecord left out: it needs TensorFlow (pip install tensorflow-cpu)")
+            for name in names:
+                runs[name] = (lambda n: lambda: (conn.send(n), conn.recv())[1])(name)
+        try:
+            for run in runs.values():  # warm-up: imports, first allocations
+                run()
+            seconds: dict[str, list[float]] = {name: [] for name in runs}
+            for _ in range(args.rounds):
+                for name, run in runs.items():
+                    seconds[name].append(run())
+        finally:
+            if peer is not None:
+                conn.send(None)
+                peer.join(30)
+    med = {name: statistics.median(s) for name, s in seconds.items()}
+    print(
+        f"formats_save: {args.size:,} x [int, uint8[{args.mb:g} MiB]], {args.rounds} rounds, "
+        f"medians; {machine_line()}\n"
+    )
+    print("| contender | median s | MB/s | min–max s | vs tensorpack, same format |")
+    print("|---|---|---|---|---|")
+    for name, s in seconds.items():
+        peer_name = "tensorpack " + name.split()[-1]
+        ratio = f"{med[peer_name] / med[name]:.2f}x" if peer_name in med and peer_name != name else ""
+        mbps = args.size * args.mb * (1 << 20) / 1e6 / med[name]
+        print(f"| {name} | {med[name]:.2f} | {mbps:,.0f} | {min(s):.2f}–{max(s):.2f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
