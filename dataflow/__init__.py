@@ -63,6 +63,7 @@ from .sources import (
 from .tools.printing import PrintData, describe_datapoint
 from .tools.profiling import ProfileResult, StageTiming, profile
 from .tools.speed import SpeedResult, TestDataSpeed
+from .tools.tuning import TuneResult, tune
 
 __version__ = "0.1.0"
 
@@ -140,6 +141,7 @@ __all__ = [
     "TestDataSpeed",
     "TextLineData",
     "ThreadPrefetchData",
+    "TuneResult",
     "WorkerDied",
     "WorkerError",
     "__version__",
@@ -153,4 +155,5 @@ __all__ = [
     "send_dataflow_zmq",
     "set_seed",
     "to_ray",
+    "tune",
 ]
