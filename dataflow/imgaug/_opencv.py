@@ -35,7 +35,7 @@ def cv2() -> Any:
             import cv2 as module
         except ImportError as e:
             raise ImportError(
-                'dataflow\'s image layer (dataflow.imgaug, ImageFromFile, AugmentImageComponent...) '
+                "dataflow's image layer (dataflow.imgaug, ImageFromFile, AugmentImageComponent...) "
                 'needs OpenCV: pip install "dataflow-ml[image]" (or opencv-python-headless)'
             ) from e
         _module = module

@@ -28,7 +28,7 @@ from .._rng import CompatGenerator, new_rng
 from .._state_fields import _from_plain, _to_plain
 from ..errors import StateError, StateUnsupportedError
 
-__all__ = ["fork_generation", "fresh_rng", "load_tree", "save_tree", "seeding_from", "walk"]
+__all__ = ["check_tree", "fork_generation", "fresh_rng", "load_tree", "save_tree", "seeding_from", "walk"]
 
 _local = threading.local()
 #: How many forks this process descends from; an RNG seeded at another count is reseeded.
@@ -116,8 +116,9 @@ def save_tree(stage: str, root: Any) -> list[Any]:
     return [_save_one(stage, a) for a in walk(root)]
 
 
-def load_tree(stage: str, root: Any, states: Any) -> None:
-    """Restore :func:`save_tree`'s output; checked whole before anything changes."""
+def check_tree(stage: str, root: Any, states: Any) -> list[Any]:
+    """The augmentors under ``root`` if ``states`` (from :func:`save_tree`) fits them, else a
+    :class:`StateError` saying why."""
     augs = walk(root)
     if not isinstance(states, list) or len(states) != len(augs):
         got = len(states) if isinstance(states, list) else type(states).__name__
@@ -126,8 +127,18 @@ def load_tree(stage: str, root: Any, states: Any) -> None:
             f"augmentors; resume with the same augmentors"
         )
     for aug, st in zip(augs, states):
-        if st is not None and not (isinstance(st, dict) and st.get("kind") in ("RandomState", "bit_generator")):
-            raise StateError(f"{stage}: augmentor RNG state for {type(aug).__name__} is corrupted: {st!r:.80}")
+        if st is not None and not (
+            isinstance(st, dict) and st.get("kind") in ("RandomState", "bit_generator")
+        ):
+            raise StateError(
+                f"{stage}: augmentor RNG state for {type(aug).__name__} is corrupted: {st!r:.80}"
+            )
+    return augs
+
+
+def load_tree(stage: str, root: Any, states: Any) -> None:
+    """Restore :func:`save_tree`'s output; checked whole before anything changes."""
+    augs = check_tree(stage, root, states)
     gen = fork_generation()
     for aug, st in zip(augs, states):
         if st is None:

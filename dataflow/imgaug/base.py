@@ -119,8 +119,10 @@ class ImageAugmentor:
         """Uniform float32 number(s) in ``[low, high)`` (``[0, low)`` without ``high``)."""
         if high is None:
             low, high = 0, low
-        return np.float32(self.rng.uniform(low, high)) if size is None else (
-            self.rng.uniform(low, high, size).astype(np.float32)
+        return (
+            np.float32(self.rng.uniform(low, high))
+            if size is None
+            else (self.rng.uniform(low, high, size).astype(np.float32))
         )
 
     def __repr__(self) -> str:
@@ -169,7 +171,9 @@ class ImageAugmentor:
 
     def augment_with_params(self, d: np.ndarray, param: Any) -> np.ndarray:
         """Deprecated: ``param.apply_image(d)``."""
-        warn_once("imgaug.augment_with_params", "augment_with_params is deprecated: use transform.apply_image")
+        warn_once(
+            "imgaug.augment_with_params", "augment_with_params is deprecated: use transform.apply_image"
+        )
         return param.apply_image(d)  # type: ignore[no-any-return]
 
     def augment_coords(self, coords: np.ndarray, param: Any) -> np.ndarray:

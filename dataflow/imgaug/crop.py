@@ -13,7 +13,13 @@ from .base import ImageAugmentor, ImagePlaceholder
 from .misc import ResizeShortestEdge, shape2d
 from .transform import CropTransform, PhotometricTransform, ResizeTransform, TransformList
 
-__all__ = ["CenterCrop", "GoogleNetRandomCropAndResize", "RandomCrop", "RandomCropRandomShape", "RandomCutout"]
+__all__ = [
+    "CenterCrop",
+    "GoogleNetRandomCropAndResize",
+    "RandomCrop",
+    "RandomCropRandomShape",
+    "RandomCutout",
+]
 
 
 def _check_fits(stage: str, shape: Any, crop: tuple[int, int]) -> None:
@@ -56,12 +62,26 @@ class RandomCropRandomShape(ImageAugmentor):
     ignored, as in tensorpack (it was never implemented)."""
 
     def __init__(
-        self, wmin: int, hmin: int, wmax: int | None = None, hmax: int | None = None, max_aspect_ratio: Any = None
+        self,
+        wmin: int,
+        hmin: int,
+        wmax: int | None = None,
+        hmax: int | None = None,
+        max_aspect_ratio: Any = None,
     ) -> None:
         super().__init__()
         if max_aspect_ratio is not None:
-            warn_once("RandomCropRandomShape.max_aspect_ratio", "RandomCropRandomShape(max_aspect_ratio=) has no effect")
-        self.wmin, self.hmin, self.wmax, self.hmax, self.max_aspect_ratio = wmin, hmin, wmax, hmax, max_aspect_ratio
+            warn_once(
+                "RandomCropRandomShape.max_aspect_ratio",
+                "RandomCropRandomShape(max_aspect_ratio=) has no effect",
+            )
+        self.wmin, self.hmin, self.wmax, self.hmax, self.max_aspect_ratio = (
+            wmin,
+            hmin,
+            wmax,
+            hmax,
+            max_aspect_ratio,
+        )
 
     def get_transform(self, img: np.ndarray) -> Any:
         hmax = self.hmax or img.shape[0]
@@ -112,7 +132,9 @@ class GoogleNetRandomCropAndResize(ImageAugmentor):
                     ]
                 )
         resize = ResizeShortestEdge(self.target_shape, interp=self.interp).get_transform(img)
-        crop = CenterCrop(self.target_shape).get_transform(ImagePlaceholder(shape=(resize.new_h, resize.new_w)))
+        crop = CenterCrop(self.target_shape).get_transform(
+            ImagePlaceholder(shape=(resize.new_h, resize.new_w))
+        )
         return TransformList([resize, crop])
 
 

@@ -27,9 +27,11 @@ def looks_like_albumentations(obj: Any) -> bool:
     returning a dict, plus ``set_random_seed`` or ``get_params``/``apply``)."""
     if type(obj).__module__.split(".")[0] == "albumentations":
         return True
-    return callable(obj) and (
-        hasattr(obj, "set_random_seed") or (hasattr(obj, "get_params") and hasattr(obj, "apply"))
-    ) and hasattr(obj, "targets")
+    return (
+        callable(obj)
+        and (hasattr(obj, "set_random_seed") or (hasattr(obj, "get_params") and hasattr(obj, "apply")))
+        and hasattr(obj, "targets")
+    )
 
 
 def _image_only(kind: str) -> Callable[[Any], Any]:
@@ -69,7 +71,9 @@ class Albumentations(ImageAugmentor):
 
     def __init__(self, augmentor: Any) -> None:
         if not callable(augmentor):
-            raise TypeError(f"Albumentations: expected an albumentations transform, got {type(augmentor).__name__}")
+            raise TypeError(
+                f"Albumentations: expected an albumentations transform, got {type(augmentor).__name__}"
+            )
         super().__init__()
         self._aug = augmentor
         self._lock = threading.Lock()

@@ -58,7 +58,11 @@ class GaussianBlur(PhotometricAugmentor):
     spelling of ``size_range=(0, max_size)``."""
 
     def __init__(
-        self, size_range: Any = (0, 3), sigma_range: Any = (0, 0), symmetric: bool = True, max_size: Any = None
+        self,
+        size_range: Any = (0, 3),
+        sigma_range: Any = (0, 0),
+        symmetric: bool = True,
+        max_size: Any = None,
     ) -> None:
         super().__init__()
         if not isinstance(size_range, (list, tuple)):
@@ -66,13 +70,20 @@ class GaussianBlur(PhotometricAugmentor):
         if not isinstance(sigma_range, (list, tuple)):
             raise TypeError(f"GaussianBlur: sigma_range must be a (min, max) pair, got {sigma_range!r}")
         if max_size is not None:
-            warn_once("GaussianBlur.max_size", "GaussianBlur(max_size=) is deprecated: use size_range=(0, max_size)")
+            warn_once(
+                "GaussianBlur.max_size", "GaussianBlur(max_size=) is deprecated: use size_range=(0, max_size)"
+            )
             size_range = (0, max_size)
-        self.size_range, self.sigma_range, self.symmetric, self.max_size = size_range, sigma_range, symmetric, max_size
+        self.size_range, self.sigma_range, self.symmetric, self.max_size = (
+            size_range,
+            sigma_range,
+            symmetric,
+            max_size,
+        )
 
     def _get_augment_params(self, _: Any) -> tuple[tuple[int, int], tuple[float, float]]:
         sx, sy = (int(s) * 2 + 1 for s in self.rng.integers(self.size_range[0], self.size_range[1], size=2))
-        gx, gy = (float(g) for g in self._rand_range(*self.sigma_range, size=(2,)))
+        gx, gy = (float(g) for g in self._rand_range(self.sigma_range[0], self.sigma_range[1], (2,)))
         if self.symmetric:
             sy, gy = sx, gx
         return (sx, sy), (gx, gy)

@@ -19,7 +19,9 @@ __all__ = ["Affine", "Rotation", "RotationAndCropValid", "Shift"]
 
 def _check_step(stage: str, max_deg: float, step_deg: float | None) -> None:
     if step_deg is not None and not (max_deg == 180 and max_deg % step_deg == 0):
-        raise ValueError(f"{stage}: step_deg needs max_deg=180 and a divisor of 180, got {max_deg=} {step_deg=}")
+        raise ValueError(
+            f"{stage}: step_deg needs max_deg=180 and a divisor of 180, got {max_deg=} {step_deg=}"
+        )
 
 
 class Shift(ImageAugmentor):
@@ -27,12 +29,23 @@ class Shift(ImageAugmentor):
     ``vert_frac`` of the height either way."""
 
     def __init__(
-        self, horiz_frac: float = 0, vert_frac: float = 0, border: int = BORDER_REPLICATE, border_value: Any = 0
+        self,
+        horiz_frac: float = 0,
+        vert_frac: float = 0,
+        border: int = BORDER_REPLICATE,
+        border_value: Any = 0,
     ) -> None:
         if not (0 <= horiz_frac < 1 and 0 <= vert_frac < 1):
-            raise ValueError(f"Shift: horiz_frac and vert_frac must be in [0, 1), got {horiz_frac}, {vert_frac}")
+            raise ValueError(
+                f"Shift: horiz_frac and vert_frac must be in [0, 1), got {horiz_frac}, {vert_frac}"
+            )
         super().__init__()
-        self.horiz_frac, self.vert_frac, self.border, self.border_value = horiz_frac, vert_frac, border, border_value
+        self.horiz_frac, self.vert_frac, self.border, self.border_value = (
+            horiz_frac,
+            vert_frac,
+            border,
+            border_value,
+        )
 
     def get_transform(self, img: np.ndarray) -> Any:
         max_dx = self.horiz_frac * img.shape[1]
@@ -137,12 +150,19 @@ class Affine(ImageAugmentor):
     ) -> None:
         if scale is not None and not (isinstance(scale, tuple) and len(scale) == 2):
             raise ValueError(f"Affine: scale must be a tuple of two floats (lo, hi), got {scale!r}")
-        if translate_frac is not None and not (isinstance(translate_frac, tuple) and len(translate_frac) == 2):
+        if translate_frac is not None and not (
+            isinstance(translate_frac, tuple) and len(translate_frac) == 2
+        ):
             raise ValueError(f"Affine: translate_frac must be a tuple of two floats, got {translate_frac!r}")
         if not 0.0 <= shear <= 180.0:
             raise ValueError(f"Affine: shear must be between 0 and 180 degrees, got {shear!r}")
         super().__init__()
-        self.scale, self.translate_frac, self.rotate_max_deg, self.shear = scale, translate_frac, rotate_max_deg, shear
+        self.scale, self.translate_frac, self.rotate_max_deg, self.shear = (
+            scale,
+            translate_frac,
+            rotate_max_deg,
+            shear,
+        )
         self.interp, self.border, self.border_value = interp, border, border_value
 
     def get_transform(self, img: np.ndarray) -> Any:

@@ -188,7 +188,9 @@ class Lighting(PhotometricAugmentor):
         eigval = np.asarray(eigval, dtype=np.float32)
         eigvec = np.asarray(eigvec, dtype=np.float32)
         if eigval.shape != (3,) or eigvec.shape != (3, 3):
-            raise ValueError(f"Lighting: eigval must be (3,) and eigvec (3, 3), got {eigval.shape}, {eigvec.shape}")
+            raise ValueError(
+                f"Lighting: eigval must be (3,) and eigvec (3, 3), got {eigval.shape}, {eigvec.shape}"
+            )
         self.std, self.eigval, self.eigvec, self.clip = std, eigval, eigvec, clip
 
     def _get_augment_params(self, img: np.ndarray) -> np.ndarray:

@@ -96,7 +96,9 @@ class MapImage(ImageAugmentor):
     without ``coord_func``, applying it to coordinates raises ``NotImplementedError`` (pass
     ``coord_func=lambda c: c`` if ``func`` moves no pixel)."""
 
-    def __init__(self, func: Callable[[np.ndarray], np.ndarray], coord_func: Callable[[Any], Any] | None = None) -> None:
+    def __init__(
+        self, func: Callable[[np.ndarray], np.ndarray], coord_func: Callable[[Any], Any] | None = None
+    ) -> None:
         super().__init__()
         if not callable(func):
             raise TypeError(f"MapImage: func must be callable, got {type(func).__name__}")

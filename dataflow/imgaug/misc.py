@@ -106,7 +106,9 @@ class RandomResize(ImageAugmentor):
             raise ValueError("RandomResize: xrange and yrange must both be scales (float) or sizes (int)")
         self._is_scale = is_float(xrange)
         if aspect_ratio_thres == 0 and self._is_scale and not (yrange is None or yrange == xrange):
-            raise ValueError("RandomResize: with aspect_ratio_thres=0, yrange must be None or equal to xrange")
+            raise ValueError(
+                "RandomResize: with aspect_ratio_thres=0, yrange must be None or equal to xrange"
+            )
         if aspect_ratio_thres > 0 and yrange is None:
             raise ValueError("RandomResize: yrange is needed unless aspect_ratio_thres=0")
         self.xrange, self.yrange, self.minimum = xrange, yrange, minimum
@@ -131,7 +133,10 @@ class RandomResize(ImageAugmentor):
                 if abs(newr - oldr) / oldr >= self.aspect_ratio_thres + 1e-5:
                     continue
             return ResizeTransform(h, w, dy, dx, self.interp)
-        warn("RandomResize: no size within aspect_ratio_thres in 51 draws; the image keeps its size", UserWarning)
+        warn(
+            "RandomResize: no size within aspect_ratio_thres in 51 draws; the image keeps its size",
+            UserWarning,
+        )
         return ResizeTransform(h, w, h, w, self.interp)
 
 

@@ -60,7 +60,9 @@ class SaltPepperNoise(PhotometricAugmentor):
 
     def __init__(self, white_prob: float = 0.05, black_prob: float = 0.05) -> None:
         if white_prob + black_prob > 1:
-            raise ValueError(f"SaltPepperNoise: white_prob + black_prob must be <= 1, got {white_prob + black_prob}")
+            raise ValueError(
+                f"SaltPepperNoise: white_prob + black_prob must be <= 1, got {white_prob + black_prob}"
+            )
         super().__init__()
         self.white_prob, self.black_prob = white_prob, black_prob
 

@@ -33,7 +33,9 @@ class ConstantBackgroundFiller(BackgroundFiller):
 
     def _fill(self, background_shape: tuple[int, ...], img: np.ndarray) -> np.ndarray:
         if img.ndim not in (2, 3):
-            raise ValueError(f"ConstantBackgroundFiller: an image must be (h, w) or (h, w, c), got {img.shape}")
+            raise ValueError(
+                f"ConstantBackgroundFiller: an image must be (h, w) or (h, w, c), got {img.shape}"
+            )
         shape = background_shape + img.shape[2:]
         return np.full(shape, self.value, dtype=img.dtype)
 
@@ -47,7 +49,9 @@ class CenterPaste(ImageAugmentor):
 
     def __init__(self, background_shape: Any, background_filler: BackgroundFiller | None = None) -> None:
         self.background_shape = (int(background_shape[0]), int(background_shape[1]))
-        self.background_filler = ConstantBackgroundFiller(0) if background_filler is None else background_filler
+        self.background_filler = (
+            ConstantBackgroundFiller(0) if background_filler is None else background_filler
+        )
 
     def _check(self, img: Any, strict: bool) -> None:
         bh, bw = self.background_shape

@@ -148,7 +148,12 @@ class WarpAffineTransform(Transform):
 
     def apply_image(self, img: np.ndarray) -> np.ndarray:
         ret = cv2().warpAffine(
-            img, self.mat, self.dsize, flags=self.interp, borderMode=self.borderMode, borderValue=self.borderValue
+            img,
+            self.mat,
+            self.dsize,
+            flags=self.interp,
+            borderMode=self.borderMode,
+            borderValue=self.borderValue,
         )
         return _keep_ndim(img, ret)
 
