@@ -223,23 +223,31 @@ def test_components_share_one_draw_for_images_masks_and_coords() -> None:
         img[y, x] = 255
         data.append({"img": img, "mask": img.copy(), "pt": np.array([[x + 0.5, y + 0.5]])})
     augs = [imgaug.RandomCrop((28, 36)), imgaug.Flip(horiz=True), imgaug.Transpose()]
-    ds = AugmentImageComponents(DataFromList(data, shuffle=False), augs, index=("img", "mask"), coords_index=("pt",))
+    ds = AugmentImageComponents(
+        DataFromList(data, shuffle=False), augs, index=("img", "mask"), coords_index=("pt",)
+    )
     ds.reset_state()
     for dp in ds:
         assert isinstance(dp, dict)
         np.testing.assert_array_equal(dp["img"], dp["mask"])
-        (x, y), = dp["pt"]
+        ((x, y),) = dp["pt"]
         if 0 <= x < dp["img"].shape[1] and 0 <= y < dp["img"].shape[0]:
             assert dp["img"][int(y), int(x)] == 255
 
 
 def test_catch_exceptions_drops_bad_datapoints_and_counts(caplog: pytest.LogCaptureFixture) -> None:
-    data = [[np.zeros((30, 30, 3), np.uint8)], [np.zeros((5, 5, 3), np.uint8)], [np.zeros((30, 30, 3), np.uint8)]]
+    data = [
+        [np.zeros((30, 30, 3), np.uint8)],
+        [np.zeros((5, 5, 3), np.uint8)],
+        [np.zeros((30, 30, 3), np.uint8)],
+    ]
     strict = AugmentImageComponent(DataFromList(data, shuffle=False), [imgaug.RandomCrop(20)])
     strict.reset_state()
     with pytest.raises(ValueError, match="RandomCrop"):
         list(strict)
-    lenient = AugmentImageComponent(DataFromList(data, shuffle=False), [imgaug.RandomCrop(20)], catch_exceptions=True)
+    lenient = AugmentImageComponent(
+        DataFromList(data, shuffle=False), [imgaug.RandomCrop(20)], catch_exceptions=True
+    )
     lenient.reset_state()
     with caplog.at_level("WARNING", logger="dataflow"):
         assert len(list(lenient)) == 2
@@ -247,7 +255,9 @@ def test_catch_exceptions_drops_bad_datapoints_and_counts(caplog: pytest.LogCapt
 
 
 def test_bad_components_are_named() -> None:
-    ds = AugmentImageCoordinates(DataFromList([[np.zeros((4, 4), np.uint8), np.zeros((3, 3))]]), [imgaug.Identity()])
+    ds = AugmentImageCoordinates(
+        DataFromList([[np.zeros((4, 4), np.uint8), np.zeros((3, 3))]]), [imgaug.Identity()]
+    )
     ds.reset_state()
     with pytest.raises(ValueError, match="AugmentImageCoordinates: component 1 must be an N x 2"):
         list(ds)
@@ -265,5 +275,5 @@ def test_repr_and_fluent_compatible_pipeline() -> None:
     assert "AugmentImageComponent" in text and "Flip, Resize" in text
     batched = ds.batch(2)
     batched.reset_state()
-    (imgs, labels), = list(batched)
+    ((imgs, labels),) = list(batched)
     assert imgs.shape == (2, 8, 8, 3)

@@ -88,7 +88,9 @@ def test_grayscale_and_colorspace_shapes() -> None:
     assert imgaug.Grayscale(keepdims=False).augment(img).shape == (24, 32)
     three = imgaug.Grayscale(keepshape=True).augment(img)
     assert three.shape == img.shape and (three[..., 0] == three[..., 2]).all()
-    np.testing.assert_array_equal(imgaug.Grayscale(rgb=True).augment(img)[..., 0], cv2.cvtColor(img, cv2.COLOR_RGB2GRAY))
+    np.testing.assert_array_equal(
+        imgaug.Grayscale(rgb=True).augment(img)[..., 0], cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)
+    )
     with pytest.raises(ValueError, match="keepshape"):
         imgaug.Grayscale(keepdims=False, keepshape=True)
 

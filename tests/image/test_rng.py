@@ -56,7 +56,7 @@ def test_reset_state_reseeds() -> None:
 
 def test_pickled_copies_draw_their_own_stream() -> None:
     aug = imgaug.Flip(horiz=True)
-    aug.rng  # seeded
+    _ = aug.rng  # seeded
     clone = pickle.loads(pickle.dumps(aug))
     other = copy.deepcopy(aug)
     draws = [tuple(x.rng.integers(1 << 60, size=3)) for x in (aug, clone, other)]
@@ -69,7 +69,7 @@ def _draw_in_child(aug: Any, q: Any) -> None:
 
 def test_fork_reseeds_an_augmentor_in_the_child() -> None:
     aug = imgaug.Flip(horiz=True)
-    aug.rng  # seeded in the parent before the fork
+    _ = aug.rng  # seeded in the parent before the fork
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     procs = [ctx.Process(target=_draw_in_child, args=(aug, q)) for _ in range(2)]
@@ -91,8 +91,10 @@ def test_runner_workers_augment_differently() -> None:
     """Every datapoint is the same image and the workers split the epoch: two workers with one
     stream would repeat each other's crops."""
     img = (np.random.default_rng(0).random((40, 40, 3)) * 255).astype(np.uint8)
-    ds = AugmentImageComponent(DataFromList([[img, i] for i in range(40)], shuffle=False), [imgaug.RandomCrop(10)])
-    ds.augs.augmentors[0].rng  # seeded in the parent before the workers fork
+    ds = AugmentImageComponent(
+        DataFromList([[img, i] for i in range(40)], shuffle=False), [imgaug.RandomCrop(10)]
+    )
+    _ = ds.augs.augmentors[0].rng  # seeded in the parent before the workers fork
     runner = MultiProcessRunnerZMQ(ds, num_proc=2)
     runner.reset_state()
     try:
@@ -105,7 +107,7 @@ def test_runner_workers_augment_differently() -> None:
 
 def test_augmentor_inside_a_process_map_differs_per_worker() -> None:
     aug = imgaug.RandomCrop(10)
-    aug.rng  # seeded in the parent: a naive fork would repeat it in both workers
+    _ = aug.rng  # seeded in the parent: a naive fork would repeat it in both workers
 
     def f(dp: list) -> list:
         return [aug.augment(dp[0]), dp[1]]
