@@ -277,3 +277,39 @@ def test_repr_and_fluent_compatible_pipeline() -> None:
     batched.reset_state()
     ((imgs, labels),) = list(batched)
     assert imgs.shape == (2, 8, 8, 3)
+
+
+def test_resume_through_a_worker_process_is_bit_identical() -> None:
+    """The augmentors' states travel with the worker's state (a one-worker runner is ordered)."""
+    img = _images(1)[0][0]
+
+    def build() -> Any:
+        src = DataFromList([[img, i] for i in range(15)], shuffle=True, seed=2)
+        ds = AugmentImageComponent(src, [imgaug.RandomCrop(10), imgaug.Brightness(20)], seed=1)
+        return dataflow.MultiProcessRunnerZMQ(ds, num_proc=1, timeout=60)
+
+    def key(dp: Any) -> tuple:
+        return dp[1], dp[0].tobytes()
+
+    runner = build()
+    runner.reset_state()
+    try:
+        full = [key(dp) for _ in range(2) for dp in runner]
+        again = build()
+        again.reset_state()
+        try:
+            it = iter(again)
+            head = [key(next(it)) for _ in range(7)]
+            state = again.state_dict()
+        finally:
+            again.close()
+        resumed = build()
+        resumed.load_state_dict(state)
+        resumed.reset_state()
+        try:
+            rest = [key(dp) for _ in range(2) for dp in resumed]
+        finally:
+            resumed.close()
+    finally:
+        runner.close()
+    assert head + rest[: len(full) - 7] == full
