@@ -2,6 +2,7 @@
 
 from . import checkpoint, dataset, imgaug, seeding
 from ._rng import CompatGenerator
+from ._version import __version__
 from .base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
 from .codec import CodecError
 from .errors import (
@@ -65,8 +66,6 @@ from .tools.printing import PrintData, describe_datapoint
 from .tools.profiling import ProfileResult, StageTiming, profile
 from .tools.speed import SpeedResult, TestDataSpeed
 from .tools.tuning import TuneResult, tune
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AugmentImageComponent",

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._state_fields import check_plain
+from ._version import __version__
 from .errors import StateError, StateUnsupportedError
 
 if TYPE_CHECKING:
@@ -178,8 +179,6 @@ def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
 
 def save_pipeline(root: DataFlow, options: SaveOptions) -> dict[str, Any]:
     """The envelope for ``root.state_dict()``."""
-    from . import __version__
-
     token = _options.set(options)
     try:
         live = root._iter_live() if options.root_live is None else options.root_live

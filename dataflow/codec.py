@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - msgpack built without its C extension
     from msgpack.fallback import Packer as _Packer
     from msgpack.fallback import unpackb as _unpackb
 
-from .errors import DataFlowError
+from .errors import CodecError
 
 __all__ = [
     "CODEC_VERSION",
@@ -71,10 +71,6 @@ _TUPLE_MARK = object()  # decoded marker: the list it heads is a tuple
 _TUPLE_MARK_EXT = msgpack.ExtType(_EXT_TUPLE, b"")
 # Subclasses of these (IntEnum, OrderedDict...) are encoded as the base type.
 _PLAIN_BASES: tuple[type[Any], ...] = (bool, int, float, str, bytes, list, dict)
-
-
-class CodecError(DataFlowError, ValueError):
-    """Data that the safe codec cannot encode, or bytes it cannot decode."""
 
 
 def _check_dtype(dtype: np.dtype, what: str) -> None:

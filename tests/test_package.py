@@ -134,7 +134,7 @@ def test_setup_cfg_metadata() -> None:
     extras = cfg["options.extras_require"]
     for extra in ("test", "lmdb", "hdf5", "tf", "torch", "jax", "image", "all"):
         assert extra in extras, f"setup.cfg lacks the {extra!r} extra"
-    assert cfg["metadata"]["version"] == "attr: dataflow.__version__"  # one source of truth
+    assert cfg["metadata"]["version"] == "attr: dataflow._version.__version__"  # one source of truth
     assert isinstance(dataflow.__version__, str) and dataflow.__version__
 
 
