@@ -147,34 +147,27 @@ def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
     loaded = flow.__dict__.get("_loaded_node") if mode == _HOOKS else None
     if loaded is not None:  # loaded and not iterated since: still at the loaded position
         own, live = dict(loaded[0]), loaded[1]
-        kids = _children(flow)
-        return {
-            "stage": _name(flow),
-            "kind": _kind(flow),
-            "live": bool(live),
-            "state": own,
-            "upstreams": [
-                _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
-                for kid, kid_live in zip(kids, flow._upstreams_live(live), strict=True)
-            ],
-        }
+        return _node(flow, own, live, flow._upstreams_live(live), path)
     try:
         own = flow._get_state(live) if mode == _HOOKS else {}
-        kids = _children(flow)
-        lives = flow._upstreams_live(live) if mode == _HOOKS else [live] * len(kids)
-        return {
-            "stage": _name(flow),
-            "kind": _kind(flow),
-            "live": bool(live),
-            "state": own,
-            "upstreams": [
-                _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
-                for kid, kid_live in zip(kids, lives, strict=True)
-            ],
-        }
+        lives = flow._upstreams_live(live) if mode == _HOOKS else [live] * len(_children(flow))
+        return _node(flow, own, live, lives, path)
     finally:
         if mode == _HOOKS:
             flow._state_saved()
+
+
+def _node(flow: DataFlow, own: dict[str, Any], live: bool, lives: list[bool], path: str) -> dict[str, Any]:
+    return {
+        "stage": _name(flow),
+        "kind": _kind(flow),
+        "live": bool(live),
+        "state": own,
+        "upstreams": [
+            _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
+            for kid, kid_live in zip(_children(flow), lives, strict=True)
+        ],
+    }
 
 
 def save_pipeline(root: DataFlow, options: SaveOptions) -> dict[str, Any]:
