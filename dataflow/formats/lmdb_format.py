@@ -258,30 +258,31 @@ class LMDBDataDecoder(ProxyDataFlow):
 
 
 class _SerializedLMDB(LMDBData):
-    """The databases :meth:`LMDBSerializer.save` writes, yielding decoded datapoints."""
+    """The databases :meth:`LMDBSerializer.save` writes (or tensorpack's LMDBSerializer
+    wrote), yielding decoded datapoints."""
 
     _stage = "LMDBSerializer.load"
 
+    def __init__(self, path: PathType, shuffle: bool, seed: int | None, allow_pickle: bool) -> None:
+        super().__init__(path, shuffle=shuffle, seed=seed)
+        self._allow_pickle = bool(allow_pickle)
+        self._tensorpack = False
+
     def _check_kind(self, tensorpack: bool) -> None:
-        stage = self._stage
-        if self._count is not None:
-            return
-        if tensorpack:
+        self._tensorpack = self._count is None and tensorpack
+        if self._count is None and not tensorpack:
             raise FormatError(
-                f"{stage}: {self._path} was written by tensorpack's LMDBSerializer; its values "
-                f"are msgpack/pickle, which dataflow never decodes (unpickling can run code). "
-                f"If you trust the file, read it with LMDBDataDecoder(LMDBData(path), "
-                f"lambda k, v: tensorpack.utils.serialize.loads(v)) and re-save it with "
-                f"LMDBSerializer.save"
+                f"{self._stage}: {self._path} was written neither by LMDBSerializer (no "
+                f"{META_KEY!r} entry) nor by tensorpack's (no {TENSORPACK_KEYS!r}); read its raw "
+                f"entries with LMDBData"
             )
-        raise FormatError(
-            f"{stage}: {self._path} was not written by LMDBSerializer (no {META_KEY!r} entry); "
-            f"read its raw entries with LMDBData"
-        )
 
     _buffers = True  # values are decoded (copied) before the next entry is read
 
     def _decoded(self, items: Iterator[list[Any]]) -> Iterator[Any]:
+        if self._tensorpack:
+            yield from self._decoded_tensorpack(items)
+            return
         loads, CodecError = codec.loads, codec.CodecError
         for k, v in items:
             try:
@@ -290,6 +291,13 @@ class _SerializedLMDB(LMDBData):
                 raise CodecError(
                     f"LMDBSerializer: {self._path}: the value of key {bytes(k)!r} cannot be decoded ({e})"
                 ) from e
+
+    def _decoded_tensorpack(self, items: Iterator[list[Any]]) -> Iterator[Any]:
+        from .tensorpack_decode import loads_tensorpack
+
+        allow, where = self._allow_pickle, f"{self._stage}: {self._path}"
+        for k, v in items:
+            yield loads_tensorpack(v, allow_pickle=allow, where=f"{where}, key {bytes(k)!r}")
 
 
 class LMDBSerializer:
@@ -347,9 +355,16 @@ class LMDBSerializer:
                 env.close()
 
     @staticmethod
-    def load(path: PathType, shuffle: bool = True, seed: int | None = None) -> LMDBData:
+    def load(
+        path: PathType, shuffle: bool = True, seed: int | None = None, *, allow_pickle: bool = False
+    ) -> LMDBData:
         """A flow of the decoded datapoints of a database written by :meth:`save`, in write
-        order or shuffled each epoch. Databases written by tensorpack or others are refused
-        with :class:`~dataflow.formats.FormatError` (read those with :class:`LMDBData`); a
-        value that does not decode raises :class:`~dataflow.codec.CodecError` naming its key."""
-        return _SerializedLMDB(path, shuffle=shuffle, seed=seed)
+        order or shuffled each epoch; a value that does not decode raises
+        :class:`~dataflow.CodecError` naming its key.
+
+        Databases written by tensorpack's ``LMDBSerializer`` are read too: values in its
+        msgpack encoding always (decoded safely), values it pickled (its default) only with
+        ``allow_pickle=True``, like :func:`numpy.load` (see
+        :mod:`dataflow.formats.tensorpack_decode`). Other databases are refused with
+        :class:`~dataflow.FormatError` (read those with :class:`LMDBData`)."""
+        return _SerializedLMDB(path, shuffle=shuffle, seed=seed, allow_pickle=allow_pickle)
