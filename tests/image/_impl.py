@@ -12,6 +12,11 @@ for; the default (``dataflow``) runs them on ours::
 tensorpack is imported only by :func:`tensorpack_imgaug` (the oracle of the parity tests) or
 under the switch: ``import tensorpack`` also imports TensorFlow when it is installed, so
 the modules that call it are marked ``framework`` (run last, see ``tests/conftest.py``).
+
+One tensorpack bug is patched where tensorpack is loaded (in tensorpack's module only):
+``imgaug.Affine`` passes 0-d arrays as the angle and scale of ``cv2.getRotationMatrix2D``,
+which OpenCV 5 refuses ("Argument 'angle' can not be safely parsed to 'double'"), so
+tensorpack 0.11's Affine raises ``TypeError`` on every call with OpenCV 5.
 """
 
 from __future__ import annotations
@@ -30,12 +35,34 @@ if IMPL not in ("dataflow", "tensorpack"):
 UNDER_TENSORPACK = IMPL == "tensorpack"
 
 
+class _Cv2Floats:
+    """``cv2`` as tensorpack's geometry module sees it: ``getRotationMatrix2D`` takes floats
+    from 0-d arrays, as OpenCV 4 did (see the module docstring)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import cv2
+
+        return getattr(cv2, name)
+
+    @staticmethod
+    def getRotationMatrix2D(center: Any, angle: Any, scale: Any) -> Any:  # noqa: N802 - cv2's name
+        import cv2
+
+        return cv2.getRotationMatrix2D(tuple(float(c) for c in center), float(angle), float(scale))
+
+
+def _load_tensorpack_imgaug() -> ModuleType:
+    from tensorpack.dataflow import imgaug as tp_imgaug
+    from tensorpack.dataflow.imgaug import geometry
+
+    geometry.cv2 = _Cv2Floats()  # type: ignore[assignment]
+    return tp_imgaug
+
+
 def imgaug_under_test() -> ModuleType:
     """``dataflow.imgaug`` (or ``tensorpack.dataflow.imgaug`` under the switch)."""
     if UNDER_TENSORPACK:
-        from tensorpack.dataflow import imgaug as tp_imgaug
-
-        return tp_imgaug
+        return _load_tensorpack_imgaug()
     from dataflow import imgaug
 
     return imgaug
@@ -56,9 +83,7 @@ def tensorpack_imgaug() -> ModuleType:
     """tensorpack 0.11's imgaug, the oracle of the parity tests (skips where not installed:
     see the note in ``test_tensorpack_parity.py``)."""
     pytest.importorskip("tensorpack")
-    from tensorpack.dataflow import imgaug as tp_imgaug
-
-    return tp_imgaug
+    return _load_tensorpack_imgaug()
 
 
 class SharedDraws(np.random.RandomState):
