@@ -1,6 +1,6 @@
 """dataflow: composable, parallel data loading for ML training (successor of tensorpack's DataFlow)."""
 
-from . import checkpoint, dataset, seeding
+from . import checkpoint, dataset, imgaug, seeding
 from ._rng import CompatGenerator
 from .base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
 from .codec import CodecError
@@ -29,6 +29,7 @@ from .formats import (
     TFRecordData,
     TFRecordSerializer,
 )
+from .image import AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates, ImageFromFile
 from .on_ray import DataFromRay, RayMapData, RayRunner, from_ray, to_ray
 from .ops.batch import BatchData, BatchDataByShape
 from .ops.cache import CacheData
@@ -67,6 +68,9 @@ from .tools.speed import SpeedResult, TestDataSpeed
 __version__ = "0.1.0"
 
 __all__ = [
+    "AugmentImageComponent",
+    "AugmentImageComponents",
+    "AugmentImageCoordinates",
     "BatchData",
     "BatchDataByShape",
     "CacheData",
@@ -92,6 +96,7 @@ __all__ = [
     "FormatError",
     "HDF5Data",
     "HDF5Serializer",
+    "ImageFromFile",
     "InterleaveData",
     "JoinData",
     "LMDBData",
@@ -148,6 +153,7 @@ __all__ = [
     "describe_datapoint",
     "from_ray",
     "generate_curve_keypair",
+    "imgaug",
     "profile",
     "seeding",
     "send_dataflow_zmq",
