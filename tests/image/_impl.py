@@ -99,6 +99,10 @@ class SharedDraws(np.random.RandomState):
             low, high = 0, low
         return self.randint(low, high + 1 if endpoint else high, size=size, dtype=dtype)
 
+    def random(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
+        value = self.random_sample(size)
+        return value if dtype is np.float64 else np.asarray(value, dtype=dtype)
+
     def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
         value = super().standard_normal(size)
         return value if dtype is np.float64 else np.asarray(value, dtype=dtype)
