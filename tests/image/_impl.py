@@ -27,7 +27,6 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import pytest
 
 IMPL = os.environ.get("DATAFLOW_IMGAUG_IMPL", "dataflow")
 if IMPL not in ("dataflow", "tensorpack"):
@@ -80,10 +79,20 @@ def flows_under_test() -> ModuleType:
 
 
 def tensorpack_imgaug() -> ModuleType:
-    """tensorpack 0.11's imgaug, the oracle of the parity tests (skips where not installed:
-    see the note in ``test_tensorpack_parity.py``)."""
-    pytest.importorskip("tensorpack")
+    """tensorpack 0.11's imgaug, the oracle of the parity tests (the ``[test]`` extra installs
+    tensorpack, so a missing one is an error, not a skip). Called from test bodies, not at
+    import: collecting the tests imports neither tensorpack nor TensorFlow, and tensorpack's
+    global changes (``msgpack_numpy.patch()``, TensorFlow's signal handlers) wait for the
+    ``framework`` tests, which run last."""
     return _load_tensorpack_imgaug()
+
+
+def tensorpack_flows() -> ModuleType:
+    """``tensorpack.dataflow`` (see :func:`tensorpack_imgaug`)."""
+    _load_tensorpack_imgaug()
+    import tensorpack.dataflow as tp
+
+    return tp
 
 
 class SharedDraws(np.random.RandomState):

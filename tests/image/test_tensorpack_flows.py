@@ -21,11 +21,9 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.image._impl import UNDER_TENSORPACK, SharedDraws, flows_under_test, rand_image, tensorpack_imgaug
+from tests.image._impl import UNDER_TENSORPACK, SharedDraws, flows_under_test, rand_image, tensorpack_flows
 
 pytestmark = pytest.mark.framework  # tensorpack imports TensorFlow when it is installed
-tp_imgaug = tensorpack_imgaug()
-import tensorpack.dataflow as tp_flows  # noqa: E402 - after the skip above
 
 flows = flows_under_test()
 ours = flows.imgaug
@@ -75,7 +73,7 @@ def _write_images(tmp: Path) -> list[str]:
 def test_image_from_file_matches_tensorpack(tmp_path: Path, kwargs: dict[str, Any]) -> None:
     files = _write_images(tmp_path)
     got = []
-    for lib in (flows, tp_flows):
+    for lib in (flows, tensorpack_flows()):
         ds = lib.ImageFromFile(list(files), **kwargs)
         ds.reset_state()
         assert len(ds) == len(files)
@@ -90,7 +88,7 @@ def _source(n: int = 12) -> list[list[Any]]:
 
 def test_augment_image_component_matches_tensorpack_and_leaves_its_input() -> None:
     got, sources = [], []
-    for lib, aug_lib in ((flows, ours), (tp_flows, tp_imgaug)):
+    for lib, aug_lib in ((flows, ours), (tensorpack_flows(), tensorpack_flows().imgaug)):
         data = _source()
         before = [dp[1].copy() for dp in data]
         augs, leaves = _chain(aug_lib)
@@ -107,7 +105,7 @@ def test_augment_image_component_matches_tensorpack_and_leaves_its_input() -> No
 
 def test_augment_image_components_image_and_mask_match_tensorpack() -> None:
     got = []
-    for lib, aug_lib in ((flows, ours), (tp_flows, tp_imgaug)):
+    for lib, aug_lib in ((flows, ours), (tensorpack_flows(), tensorpack_flows().imgaug)):
         data = [[img, (img[..., 0] > 128).astype(np.uint8), label] for label, img in _source()]
         augs, leaves = _chain(aug_lib)
         ds = lib.AugmentImageComponents(lib.DataFromList(data, shuffle=False), augs[:4], index=(0, 1))
@@ -121,6 +119,7 @@ def test_augment_image_components_image_and_mask_match_tensorpack() -> None:
 
 def _expected_with_coords(data: list[Any], seed: int) -> list[Any]:
     """What tensorpack's AugmentImageCoordinates does per datapoint (it cannot run on numpy 2)."""
+    tp_imgaug = tensorpack_flows().imgaug
     augs, leaves = _chain(tp_imgaug)
     chain = tp_imgaug.AugmentorList(augs)
     _seed(leaves, seed)
@@ -164,7 +163,7 @@ def test_augment_image_components_with_coords_matches_tensorpack_augmentors() ->
 
 def test_catch_exceptions_drops_the_same_datapoints_as_tensorpack() -> None:
     got = []
-    for lib, aug_lib in ((flows, ours), (tp_flows, tp_imgaug)):
+    for lib, aug_lib in ((flows, ours), (tensorpack_flows(), tensorpack_flows().imgaug)):
         data = [[rand_image((s, s, 3), seed=s)] for s in (30, 10, 25, 19, 40)]  # 10 and 19 are too small
         crop = aug_lib.RandomCrop(20)
         ds = lib.AugmentImageComponent(lib.DataFromList(data, shuffle=False), [crop], catch_exceptions=True)
