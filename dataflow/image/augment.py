@@ -92,7 +92,7 @@ class _Augmenting:
     def _failed(self, e: Exception) -> None:
         """Count an augmentation error; re-raise unless ``catch_exceptions``."""
         self._nr_error += 1
-        if not self._catch:
+        if not self._catch or isinstance(e, ImportError):  # a missing library is no data error
             raise e
         n = self._nr_error
         if n < 10 or n % 100 == 0:

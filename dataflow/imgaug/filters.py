@@ -19,7 +19,7 @@ def apply_lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Map a ``uint8`` image through ``table``: shape ``(256,)`` for every channel, or
     ``(256, c)`` for channel ``c`` apart. The result's dtype is the table's (``uint8`` here)."""
     cv = cv2()
-    if table.ndim == 1 or img.ndim == 2:
+    if table.ndim == 1 or img.ndim == 2 or table.shape[1] == 1:
         if table.ndim == 2:
             table = table[:, 0]
         out = cv.LUT(img, table)

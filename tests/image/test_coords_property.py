@@ -29,7 +29,9 @@ EXACT: dict[str, Callable[[], Any]] = {
     "CenterPaste": lambda: imgaug.CenterPaste((50, 61)),
     "RandomPaste": lambda: imgaug.RandomPaste((50, 61)),
     "Shift": lambda: imgaug.Shift(0.3, 0.3, border=0),
-    "Rotation(step 90)": lambda: imgaug.Rotation(180, center_range=(0.5, 0.5), step_deg=90, interp=0, border=0),
+    "Rotation(step 90)": lambda: imgaug.Rotation(
+        180, center_range=(0.5, 0.5), step_deg=90, interp=0, border=0
+    ),
     "chain": lambda: imgaug.AugmentorList(
         [imgaug.CenterPaste((48, 48)), imgaug.RandomCrop(40), imgaug.Flip(horiz=True), imgaug.Transpose()]
     ),
@@ -70,7 +72,7 @@ def test_exact_movers_put_the_pixel_where_coords_say(name: str, data: st.DataObj
     img = _marked(i, j)
     t = aug.get_transform(img)
     out = t.apply_image(img)
-    (x, y), = t.apply_coords(_centre(i, j))
+    ((x, y),) = t.apply_coords(_centre(i, j))
     inside = 0 <= x < out.shape[1] and 0 <= y < out.shape[0]
     if not inside:  # cropped away (or shifted out): the pixel must be gone
         assert out.sum() == 0
@@ -92,7 +94,7 @@ def test_interpolating_movers_put_the_centroid_where_coords_say(name: str, data:
     img[i - 1 : i + 2, j - 1 : j + 2] = 1.0  # a 3 x 3 block centred on (i, j): robust to shrinking
     t = aug.get_transform(img)
     out = t.apply_image(img)
-    (x, y), = t.apply_coords(_centre(i, j))
+    ((x, y),) = t.apply_coords(_centre(i, j))
     assume(2 <= x <= out.shape[1] - 2 and 2 <= y <= out.shape[0] - 2)  # fully inside the output
     total = out.sum()
     assume(total > 0)

@@ -223,23 +223,31 @@ def test_components_share_one_draw_for_images_masks_and_coords() -> None:
         img[y, x] = 255
         data.append({"img": img, "mask": img.copy(), "pt": np.array([[x + 0.5, y + 0.5]])})
     augs = [imgaug.RandomCrop((28, 36)), imgaug.Flip(horiz=True), imgaug.Transpose()]
-    ds = AugmentImageComponents(DataFromList(data, shuffle=False), augs, index=("img", "mask"), coords_index=("pt",))
+    ds = AugmentImageComponents(
+        DataFromList(data, shuffle=False), augs, index=("img", "mask"), coords_index=("pt",)
+    )
     ds.reset_state()
     for dp in ds:
         assert isinstance(dp, dict)
         np.testing.assert_array_equal(dp["img"], dp["mask"])
-        (x, y), = dp["pt"]
+        ((x, y),) = dp["pt"]
         if 0 <= x < dp["img"].shape[1] and 0 <= y < dp["img"].shape[0]:
             assert dp["img"][int(y), int(x)] == 255
 
 
 def test_catch_exceptions_drops_bad_datapoints_and_counts(caplog: pytest.LogCaptureFixture) -> None:
-    data = [[np.zeros((30, 30, 3), np.uint8)], [np.zeros((5, 5, 3), np.uint8)], [np.zeros((30, 30, 3), np.uint8)]]
+    data = [
+        [np.zeros((30, 30, 3), np.uint8)],
+        [np.zeros((5, 5, 3), np.uint8)],
+        [np.zeros((30, 30, 3), np.uint8)],
+    ]
     strict = AugmentImageComponent(DataFromList(data, shuffle=False), [imgaug.RandomCrop(20)])
     strict.reset_state()
     with pytest.raises(ValueError, match="RandomCrop"):
         list(strict)
-    lenient = AugmentImageComponent(DataFromList(data, shuffle=False), [imgaug.RandomCrop(20)], catch_exceptions=True)
+    lenient = AugmentImageComponent(
+        DataFromList(data, shuffle=False), [imgaug.RandomCrop(20)], catch_exceptions=True
+    )
     lenient.reset_state()
     with caplog.at_level("WARNING", logger="dataflow"):
         assert len(list(lenient)) == 2
@@ -247,7 +255,9 @@ def test_catch_exceptions_drops_bad_datapoints_and_counts(caplog: pytest.LogCapt
 
 
 def test_bad_components_are_named() -> None:
-    ds = AugmentImageCoordinates(DataFromList([[np.zeros((4, 4), np.uint8), np.zeros((3, 3))]]), [imgaug.Identity()])
+    ds = AugmentImageCoordinates(
+        DataFromList([[np.zeros((4, 4), np.uint8), np.zeros((3, 3))]]), [imgaug.Identity()]
+    )
     ds.reset_state()
     with pytest.raises(ValueError, match="AugmentImageCoordinates: component 1 must be an N x 2"):
         list(ds)
@@ -265,5 +275,41 @@ def test_repr_and_fluent_compatible_pipeline() -> None:
     assert "AugmentImageComponent" in text and "Flip, Resize" in text
     batched = ds.batch(2)
     batched.reset_state()
-    (imgs, labels), = list(batched)
+    ((imgs, labels),) = list(batched)
     assert imgs.shape == (2, 8, 8, 3)
+
+
+def test_resume_through_a_worker_process_is_bit_identical() -> None:
+    """The augmentors' states travel with the worker's state (a one-worker runner is ordered)."""
+    img = _images(1)[0][0]
+
+    def build() -> Any:
+        src = DataFromList([[img, i] for i in range(15)], shuffle=True, seed=2)
+        ds = AugmentImageComponent(src, [imgaug.RandomCrop(10), imgaug.Brightness(20)], seed=1)
+        return dataflow.MultiProcessRunnerZMQ(ds, num_proc=1, timeout=60)
+
+    def key(dp: Any) -> tuple:
+        return dp[1], dp[0].tobytes()
+
+    runner = build()
+    runner.reset_state()
+    try:
+        full = [key(dp) for _ in range(2) for dp in runner]
+        again = build()
+        again.reset_state()
+        try:
+            it = iter(again)
+            head = [key(next(it)) for _ in range(7)]
+            state = again.state_dict()
+        finally:
+            again.close()
+        resumed = build()
+        resumed.load_state_dict(state)
+        resumed.reset_state()
+        try:
+            rest = [key(dp) for _ in range(2) for dp in resumed]
+        finally:
+            resumed.close()
+    finally:
+        runner.close()
+    assert head + rest[: len(full) - 7] == full

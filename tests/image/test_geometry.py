@@ -170,7 +170,7 @@ def test_shift_moves_by_whole_pixels() -> None:
     for _ in range(20):
         t = aug.get_transform(img)
         out = t.apply_image(img)
-        (x, y), = t.apply_coords(np.array([[20.5, 15.5]]))
+        ((x, y),) = t.apply_coords(np.array([[20.5, 15.5]]))
         assert out[int(y), int(x)] == 1 and out.sum() == 1
 
 
@@ -205,7 +205,9 @@ def test_affine_identity_when_nothing_is_random() -> None:
 
 
 def test_transform_list_and_augmentor_list_agree() -> None:
-    augs = imgaug.AugmentorList([imgaug.ResizeShortestEdge(20), imgaug.RandomCrop(16), imgaug.Flip(horiz=True)])
+    augs = imgaug.AugmentorList(
+        [imgaug.ResizeShortestEdge(20), imgaug.RandomCrop(16), imgaug.Flip(horiz=True)]
+    )
     img = _img()
     tfms = augs.get_transform(img)
     a = tfms.apply_image(img.copy())

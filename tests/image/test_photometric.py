@@ -88,7 +88,9 @@ def test_grayscale_and_colorspace_shapes() -> None:
     assert imgaug.Grayscale(keepdims=False).augment(img).shape == (24, 32)
     three = imgaug.Grayscale(keepshape=True).augment(img)
     assert three.shape == img.shape and (three[..., 0] == three[..., 2]).all()
-    np.testing.assert_array_equal(imgaug.Grayscale(rgb=True).augment(img)[..., 0], cv2.cvtColor(img, cv2.COLOR_RGB2GRAY))
+    np.testing.assert_array_equal(
+        imgaug.Grayscale(rgb=True).augment(img)[..., 0], cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)
+    )
     with pytest.raises(ValueError, match="keepshape"):
         imgaug.Grayscale(keepdims=False, keepshape=True)
 
@@ -157,6 +159,7 @@ PARITY = [
     ("Brightness", (40,), [-33.3, 0.7, 12.2]),
     ("BrightnessScale", ((0.5, 1.5),), [0.61, 1.0, 1.37]),
     ("Contrast", ((0.5, 1.5),), [0.55, 1.0, 1.43]),
+    ("Contrast", ((0.5, 1.5), False), [0.55, 1.43]),
     ("Gamma", (), [-0.4, 0.0, 0.33]),
     ("Saturation", (0.4,), [0.7, 1.0, 1.3]),
     ("Hue", ((-40, 40),), [-31.0, 0.0, 17.5]),
