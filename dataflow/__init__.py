@@ -64,6 +64,7 @@ from .sources import (
 from .tools.printing import PrintData, describe_datapoint
 from .tools.profiling import ProfileResult, StageTiming, profile
 from .tools.speed import SpeedResult, TestDataSpeed
+from .tools.tuning import TuneResult, tune
 
 __version__ = "0.1.0"
 
@@ -145,6 +146,7 @@ __all__ = [
     "TestDataSpeed",
     "TextLineData",
     "ThreadPrefetchData",
+    "TuneResult",
     "WorkerDied",
     "WorkerError",
     "__version__",
@@ -159,4 +161,5 @@ __all__ = [
     "send_dataflow_zmq",
     "set_seed",
     "to_ray",
+    "tune",
 ]

@@ -143,6 +143,20 @@ def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
         return {"stage": _name(flow), "custom": custom}
     if mode == _UNSUPPORTED:
         raise _unsupported(flow, path)
+    loaded = flow.__dict__.get("_loaded_node") if mode == _HOOKS else None
+    if loaded is not None:  # loaded and not iterated since: still at the loaded position
+        own, live = dict(loaded[0]), loaded[1]
+        kids = _children(flow)
+        return {
+            "stage": _name(flow),
+            "kind": _kind(flow),
+            "live": bool(live),
+            "state": own,
+            "upstreams": [
+                _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
+                for kid, kid_live in zip(kids, flow._upstreams_live(live), strict=True)
+            ],
+        }
     try:
         own = flow._get_state(live) if mode == _HOOKS else {}
         kids = _children(flow)
@@ -236,6 +250,9 @@ def _apply(plan: list[tuple[DataFlow, dict[str, Any]]]) -> None:
             flow.load_state_dict(node["custom"])
         elif _mode(type(flow)) == _HOOKS:
             flow._set_state(node["state"], node["live"])
+            # saved as is until this stage iterates again (DataFlow.__init_subclass__ wraps
+            # __iter__ to forget it): a checkpoint right after resuming keeps the position
+            flow.__dict__["_loaded_node"] = (dict(node["state"]), node["live"])
 
 
 def load_pipeline(root: DataFlow, state: Any) -> None:
