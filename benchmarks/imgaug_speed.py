@@ -97,6 +97,7 @@ OPS: dict[str, Callable[[Any], Any]] = {
     "Brightness": lambda L: L.Brightness(30),
     "BrightnessScale": lambda L: L.BrightnessScale((0.6, 1.4)),
     "Contrast": lambda L: L.Contrast((0.6, 1.4)),
+    "Contrast(rgb=False)": lambda L: L.Contrast((0.6, 1.4), rgb=False),
     "Saturation": lambda L: L.Saturation(0.4),
     "Lighting": lambda L: L.Lighting(0.1, EIGVAL, EIGVEC),
     "Hue": lambda L: L.Hue(),
@@ -214,7 +215,7 @@ def load_libs() -> dict[str, Any]:
 def print_ops(libs: dict[str, Any], refs: list[str], args: argparse.Namespace) -> None:
     """One row per augmentor of OPS: dataflow's and the peer's medians and their ratio."""
     rows = []
-    for op in OPS:
+    for op in args.ops.split(",") if args.ops else OPS:
         contenders = [op_contender(n, lib, op, args.op_seconds) for n, lib in libs.items()]
         results, _ = run_timed_rounds(contenders, rounds=args.rounds, max_foreign=args.max_foreign)
         by = {r.name: r.median for r in results}
@@ -233,6 +234,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=300, help="images timed per run")
     parser.add_argument("--only", default=",".join([*CHAINS, "flow", "flow coords"]),
                         help="comma-separated chains; 'ops' for single augmentors")  # fmt: skip
+    parser.add_argument("--ops", default="", help="with --only ops: these augmentors (default: all)")
     parser.add_argument("--op-seconds", type=float, default=0.3, help="seconds per run of one op (ops)")
     parser.add_argument("--cv-threads", type=int, default=1)
     parser.add_argument("--max-foreign", type=float, default=0.5, help="cores others may use during a run")
