@@ -4,7 +4,6 @@ same random parameters."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
@@ -144,15 +143,11 @@ def test_jpeg_noise_keeps_grayscale_and_float() -> None:
 # -- the same numbers as tensorpack for the same random parameters ----------------------------
 @pytest.fixture(scope="module")
 def tp_imgaug() -> Any:
-    pytest.importorskip("tensorpack")  # not installed in CI: this parity check runs where it is
-    import warnings
+    """tensorpack's imgaug, loaded the one way the image tests share (tests/image/_impl.py);
+    the tests using it are marked ``framework`` (tensorpack imports TensorFlow): they run last."""
+    from tests.image._impl import tensorpack_imgaug
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from tensorpack.dataflow import imgaug as tp
-
-    yield tp
-    sys.modules.pop("tensorpack.dataflow.imgaug", None)
+    return tensorpack_imgaug()
 
 
 PARITY = [
@@ -166,6 +161,7 @@ PARITY = [
 ]
 
 
+@pytest.mark.framework
 @pytest.mark.parametrize(("name", "args", "params"), PARITY)
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_same_numbers_as_tensorpack(tp_imgaug: Any, name: str, args: tuple, params: list, dtype: Any) -> None:
@@ -182,6 +178,7 @@ def test_same_numbers_as_tensorpack(tp_imgaug: Any, name: str, args: tuple, para
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-3, err_msg=f"{name}({p})")
 
 
+@pytest.mark.framework
 def test_lighting_same_numbers_as_tensorpack(tp_imgaug: Any) -> None:
     img = _img(np.uint8)
     v = np.array([0.3, -1.2, 2.0], np.float32)
