@@ -22,6 +22,7 @@ tensorpack 0.11's Affine raises ``TypeError`` on every call with OpenCV 5.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -51,10 +52,15 @@ class _Cv2Floats:
 
 
 def _load_tensorpack_imgaug() -> ModuleType:
-    from tensorpack.dataflow import imgaug as tp_imgaug
-    from tensorpack.dataflow.imgaug import geometry
+    import tensorpack.dataflow as tp
 
-    geometry.cv2 = _Cv2Floats()  # type: ignore[assignment]
+    # The package object from tensorpack.dataflow, put back in sys.modules if a test removed
+    # it there: importing it anew would fail (its __init__ deletes the names of submodules that
+    # are already imported: KeyError 'base').
+    tp_imgaug = sys.modules.setdefault("tensorpack.dataflow.imgaug", tp.imgaug)
+    geometry = sys.modules["tensorpack.dataflow.imgaug.geometry"]
+    if not isinstance(geometry.cv2, _Cv2Floats):
+        geometry.cv2 = _Cv2Floats()
     return tp_imgaug
 
 
@@ -70,9 +76,7 @@ def imgaug_under_test() -> ModuleType:
 def flows_under_test() -> ModuleType:
     """``dataflow`` (or ``tensorpack.dataflow`` under the switch): the image flows' package."""
     if UNDER_TENSORPACK:
-        import tensorpack.dataflow as tp
-
-        return tp
+        return tensorpack_flows()
     import dataflow
 
     return dataflow
@@ -90,9 +94,7 @@ def tensorpack_imgaug() -> ModuleType:
 def tensorpack_flows() -> ModuleType:
     """``tensorpack.dataflow`` (see :func:`tensorpack_imgaug`)."""
     _load_tensorpack_imgaug()
-    import tensorpack.dataflow as tp
-
-    return tp
+    return sys.modules["tensorpack.dataflow"]
 
 
 class SharedDraws(np.random.RandomState):
