@@ -221,6 +221,33 @@ def test_decoded_arrays_are_writable_copies_of_immutable_input() -> None:
     assert loads(data)[0][0] == 0
 
 
+def test_arrays_view_writable_input_and_copy_read_only_input_once() -> None:
+    dp = [np.arange(6, dtype=np.int16).reshape(2, 3), np.float64(2.5), np.zeros((0, 4), np.uint8)]
+    data = bytearray(dumps(dp))
+    got = loads(data)
+    assert_same(got, dp)
+    got[0][0, 0] = 7  # a view of the writable payload: the write shows in it
+    assert loads(data)[0][0, 0] == 7
+    frozen = loads(memoryview(bytes(data)))  # read-only: the arrays share one writable copy
+    assert_writable(frozen)
+    assert frozen[0].base is not None and frozen[0][0, 0] == 7
+
+
+def test_a_non_canonical_tuple_marker_still_decodes_a_tuple() -> None:
+    """The decoder skips the list hook when the body lacks the canonical tuple-marker bytes;
+    a marker packed another way (ext 16 of length 0) makes it decode again with the hook."""
+    import msgpack
+
+    canonical = dumps([1, (2, 3)])
+    body = canonical[16:]  # no arrays: the layout is 4 + 12 bytes
+    assert b"\xc7\x00\x02" in body
+    other = body.replace(b"\xc7\x00\x02", b"\xc8\x00\x00\x02")
+    assert msgpack.unpackb(other, ext_hook=lambda c, d: (c, d)) == [1, [(2, b""), 2, 3]]
+    payload = canonical[:4] + struct.pack("<QI", len(other), 0) + other
+    got = loads(payload)
+    assert got == [1, (2, 3)] and type(got[1]) is tuple
+
+
 # --- what is refused -------------------------------------------------------------------------
 
 
