@@ -70,7 +70,6 @@ _EXT_COMPLEX = 4
 
 _TUPLE_MARK = object()  # decoded marker: the list it heads is a tuple
 _TUPLE_MARK_EXT = msgpack.ExtType(_EXT_TUPLE, b"")
-_TUPLE_MARK_BYTES = b"\xc7\x00\x02"  # how msgpack packs _TUPLE_MARK_EXT (ext 8, length 0)
 _ndarray = np.ndarray
 # Subclasses of these (IntEnum, OrderedDict...) are encoded as the base type.
 _PLAIN_BASES: tuple[type[Any], ...] = (bool, int, float, str, bytes, list, dict)
@@ -147,7 +146,7 @@ class _Decoder:
     bytes), or in separate ``buffers`` (:func:`loads_frames`: one per frame, read-only ones
     copied per array)."""
 
-    __slots__ = ("base", "buffers", "marks", "offsets", "shift")
+    __slots__ = ("base", "buffers", "marks", "offsets", "seen", "shift")
 
     def __init__(
         self, base: Any, offsets: tuple[int, ...], shift: int = 0, buffers: list[memoryview] | None = None
@@ -157,6 +156,7 @@ class _Decoder:
         self.shift = shift
         self.buffers = buffers
         self.marks = 0  # tuple markers decoded and not yet consumed by the list they head
+        self.seen = False  # a tuple marker was decoded
 
     def ext_hook(self, code: int, data: bytes) -> Any:
         if code == _EXT_ARRAY or code == _EXT_SCALAR:  # inline: the hot path of every array
@@ -188,6 +188,7 @@ class _Decoder:
             if data:
                 raise CodecError("codec: malformed tuple marker")
             self.marks += 1
+            self.seen = True
             return _TUPLE_MARK
         if code == _EXT_COMPLEX:
             real, imag = _unpackb(data)
@@ -200,19 +201,17 @@ class _Decoder:
             return tuple(items[1:])
         return items
 
-    def unpack(self, body: Any, tuples: bool = True) -> Any:
-        """Decode the msgpack ``body``. ``tuples=False``: the caller saw no tuple marker in
-        it, so no list needs the (costly) list hook; a marker met anyway (a non-canonical
-        encoding of it) decodes the body again with the hook."""
-        if tuples:
-            out = _unpackb(
-                body, raw=False, strict_map_key=False, ext_hook=self.ext_hook, list_hook=self.list_hook
-            )
-        else:
+    def unpack(self, body: Any, tuples: bool) -> Any:
+        """Decode the msgpack ``body``; ``tuples``: with the list hook that turns marked lists
+        into tuples. Without it (cheaper: one Python call less per list), a tuple marker met
+        makes it decode the body again with the hook."""
+        if not tuples:
             out = _unpackb(body, raw=False, strict_map_key=False, ext_hook=self.ext_hook)
-            if self.marks:
-                self.marks = 0
-                return self.unpack(body)
+            if not self.marks:
+                return out
+            self.marks = 0
+        hooks = {"ext_hook": self.ext_hook, "list_hook": self.list_hook}
+        out = _unpackb(body, raw=False, strict_map_key=False, **hooks)
         if self.marks:  # a marker anywhere but at the head of a list: never hand it out
             raise CodecError("codec: malformed data (a tuple marker outside the head of a list)")
         return out
@@ -256,12 +255,20 @@ def dumps_parts(obj: Any) -> list[Any]:
     return [head[:4], lengths, memoryview(head)[4:], *buffers]
 
 
-_LAYOUT = struct.Struct("<QI")  # body length, buffer count (after the 4-byte header)
 
 
-@functools.lru_cache(maxsize=64)
+_PREFIX = struct.Struct("<4sQI")  # header, body length, buffer count
+
+
 def _lengths(count: int) -> struct.Struct:
-    return struct.Struct(f"<{count}Q")
+    """The buffer lengths' layout; cached for up to 64 buffers."""
+    layout = struct.Struct(f"<{count}Q")
+    if count < 64:
+        _LENGTHS[count] = layout
+    return layout
+
+
+_LENGTHS: dict[int, struct.Struct] = {}
 
 
 def loads(data: bytes | bytearray | memoryview) -> Any:
@@ -272,16 +279,13 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
     view = memoryview(data)
     if view.ndim != 1 or view.format != "B":
         view = view.cast("B")
-    if view[:4] != _HEADER:
-        _check_header(view)
     try:
-        body_len, count = _LAYOUT.unpack_from(view, 4)
-        lengths = (
-            _lengths(count).unpack_from(view, 16)
-            if count < 4096
-            else struct.unpack_from(f"<{count}Q", view, 16)
-        )
+        magic, body_len, count = _PREFIX.unpack_from(view)
+        if magic != _HEADER:
+            _check_header(view)
+        lengths = (_LENGTHS.get(count) or _lengths(count)).unpack_from(view, 16)
     except struct.error as e:
+        _check_header(view)  # short input without our header says so
         raise CodecError(f"codec: truncated data ({e})") from None
     pos = 16 + 8 * count
     stop = pos + body_len
@@ -291,16 +295,9 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
         raise CodecError(
             f"codec: truncated or oversized data ({view.nbytes} bytes, layout says {stop + offsets[-1]})"
         )
-    base: Any = view
-    shift = stop
     if count and view.readonly:  # one copy for all arrays, not one each
-        base, shift = bytearray(view[stop:]), 0
-    obj = view.obj
-    if isinstance(obj, bytes) and view.nbytes == len(obj):
-        tuples = obj.find(_TUPLE_MARK_BYTES, pos, stop) >= 0
-    else:
-        tuples = _TUPLE_MARK_BYTES in bytes(body)
-    return _decode(_Decoder(base, offsets, shift), body, tuples)
+        return _decode(_Decoder(bytearray(view[stop:]), offsets), body)
+    return _decode(_Decoder(view, offsets, stop), body)
 
 
 @functools.lru_cache(maxsize=256)
@@ -324,14 +321,23 @@ def _check_header(view: memoryview) -> memoryview:
     return view[len(_HEADER) :]
 
 
-def _decode(decoder: _Decoder, body: Any, tuples: bool = True) -> Any:
+def _decode(decoder: _Decoder, body: Any) -> Any:
+    """Decode ``body`` with the list hook only while the last datapoints held tuples: the
+    datapoints of one pipeline are alike, so the guess is nearly always right, and a wrong
+    one costs a second decoding of one datapoint."""
+    tuples = _tuples_last[0]
     try:
         out = decoder.unpack(body, tuples)
     except CodecError:
         raise
     except Exception as e:  # msgpack raises several types for malformed input
         raise CodecError(f"codec: malformed data ({type(e).__name__}: {e})") from e
+    if decoder.seen is not tuples:
+        _tuples_last[0] = decoder.seen
     return out
+
+
+_tuples_last = [False]  # did the last datapoint decoded (in any thread) hold a tuple?
 
 
 def dumps_local(obj: Any) -> bytes:

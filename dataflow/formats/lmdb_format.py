@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from .. import codec
@@ -184,7 +185,7 @@ class LMDBData(IndexedSource):
             items = self._in_key_order(env, positions, start)
         else:
             items = self._by_index(env, positions)
-        return self._decoded(items), cur, probe
+        return items, cur, probe
 
     def _in_key_order(self, env: Any, positions: Iterator[int], start: int) -> Iterator[list[Any]]:
         """Entries in key order from position ``start``, one per position drawn from
@@ -233,10 +234,6 @@ class LMDBData(IndexedSource):
         """LMDB's own error for a damaged page (``CorruptedError``, ``PageNotFoundError``...)."""
         return FormatError(f"{self._stage}: {self._path}: the database is damaged ({type(e).__name__}: {e})")
 
-    def _decoded(self, items: Iterator[list[Any]]) -> Iterator[Any]:
-        """Hook: :meth:`LMDBSerializer.load` decodes the values."""
-        return items
-
 
 class LMDBDataDecoder(ProxyDataFlow):
     """Map ``[key, value]`` pairs of an :class:`LMDBData` (or any flow yielding them) to
@@ -281,15 +278,50 @@ class _SerializedLMDB(LMDBData):
 
     _buffers = True  # values are decoded (copied) before the next entry is read
 
-    def _decoded(self, items: Iterator[list[Any]]) -> Iterator[Any]:
+    def _in_key_order(self, env: Any, positions: Iterator[int], start: int) -> Iterator[Any]:
+        """Decoded values in key order from position ``start``: our keys ``b"%010d" % i`` sort
+        before the metadata key, and the metadata's count equals the number of other entries
+        (checked by ``reset_state()``), so the cursor starts at the position's key and
+        yields values only, one per position, decoded by C-level iterators (no Python frame
+        per entry)."""
         loads, CodecError = codec.loads, codec.CodecError
-        for k, v in items:
+        with env.begin(buffers=True) as txn:
+            cur = txn.cursor()
+            if not cur.set_range(data_key(start)):
+                return
+            values = map(itemgetter(1), zip(positions, cur.iternext(keys=False, values=True)))
             try:
-                yield loads(v)  # copies out of the read-only map view
+                yield from map(loads, values)
             except CodecError as e:
-                raise CodecError(
-                    f"LMDBSerializer: {self._path}: the value of key {bytes(k)!r} cannot be decoded ({e})"
-                ) from e
+                raise self._undecodable(bytes(cur.key()), e) from e
+            except self._lmdb_error as e:
+                raise self._damaged(e) from e
+
+    def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[Any]:
+        keys = self._key_list()
+        loads, CodecError = codec.loads, codec.CodecError
+        with env.begin(buffers=True) as txn:
+            get = txn.get
+            k = b""
+            try:
+                for i in indices:
+                    k = keys[i]
+                    v = get(k)
+                    if v is None:
+                        raise FormatError(
+                            f"{self._stage}: {self._path}: the database lists key {k!r} but "
+                            f"holds no value for it; the file is damaged"
+                        )
+                    yield loads(v)  # copies out of the read-only map view
+            except CodecError as e:
+                raise self._undecodable(k, e) from e
+            except self._lmdb_error as e:
+                raise self._damaged(e) from e
+
+    def _undecodable(self, key: bytes, e: Exception) -> Exception:
+        return codec.CodecError(
+            f"LMDBSerializer: {self._path}: the value of key {bytes(key)!r} cannot be decoded ({e})"
+        )
 
 
 class LMDBSerializer:
