@@ -4,8 +4,9 @@ A record is ``uint64 length``, ``uint32 masked CRC-32C of the length``, ``data``
 masked CRC-32C of the data`` (little-endian). The index file ``<file>.index`` (written by
 :class:`RecordWriter` users, or by :func:`write_index` for any TFRecord file) is one
 safe-codec dict: ``{"format": "tfrecord-index", "version": 1, "count": n, "writer": ...,
-"data_bytes": size of the TFRecord file, "offsets": uint64[n]}`` where ``offsets[i]`` is the
-byte offset of record ``i``. TensorFlow never sees it: the TFRecord file holds only records.
+"data_bytes": size of the TFRecord file, "offsets": uint64[n], "crc32c": CRC-32C of the
+offsets' bytes}`` where ``offsets[i]`` is the byte offset of record ``i``. TensorFlow never
+sees it: the TFRecord file holds only records.
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ def write_index_file(path: str, offsets: list[int] | np.ndarray, data_bytes: int
     """Write the index of a TFRecord file of ``data_bytes`` bytes to ``path`` (as is: the
     caller makes it atomic)."""
     meta = make_meta(INDEX_FORMAT, INDEX_VERSION, len(offsets))
-    meta.update(data_bytes=int(data_bytes), offsets=np.asarray(offsets, dtype=np.uint64))
+    array = np.asarray(offsets, dtype=np.uint64)
+    meta.update(data_bytes=int(data_bytes), offsets=array, crc32c=crc32c(array.tobytes()))
     with open(path, "wb") as f:
         f.write(codec.dumps(meta))
 
@@ -216,6 +218,8 @@ def read_index(stage: str, path: str) -> np.ndarray | None:
     offsets, data_bytes = meta.get("offsets"), meta.get("data_bytes")
     if not isinstance(offsets, np.ndarray) or offsets.dtype != np.uint64 or offsets.shape != (count,):
         raise FormatError(f"{stage}: {ipath}: the index file is damaged (no offsets for {count} records)")
+    if meta.get("crc32c") != crc32c(offsets.tobytes()):
+        raise FormatError(f"{stage}: {ipath}: the index file is damaged (its offsets fail their CRC)")
     if not isinstance(data_bytes, int) or (count and int(offsets[-1]) + 16 > data_bytes):
         raise FormatError(f"{stage}: {ipath}: the index file is damaged (data size {data_bytes!r})")
     size = os.path.getsize(path)

@@ -65,6 +65,12 @@ READERS: dict[str, Callable[[dict[str, str]], D.DataFlow]] = {
     "hdf5 shuffled": lambda f: HDF5Data(f["data.h5"], ["id", "vec"], shuffle=True, seed=5),
     "tfrecord, two files": lambda f: TFRecordData([f["a.tfrecord"], f["b.tfrecord"]]),
     "tfrecord raw records": lambda f: TFRecordData(f["a.tfrecord"], decode=False),
+    "tfrecord shuffled, two files": lambda f: TFRecordData(
+        [f["a.tfrecord"], f["b.tfrecord"]], shuffle=True, seed=3
+    ),
+    "tfrecord shuffled, sharded": lambda f: TFRecordSerializer.load(
+        f["a.tfrecord"], shuffle=True, seed=3
+    ).shard(3, 1),
     "lmdb then shuffle buffer and batch": lambda f: (
         LMDBSerializer.load(f["db.lmdb"], shuffle=False).shuffle(4, seed=1).batch(3, remainder=True)
     ),

@@ -267,6 +267,46 @@ def test_newer_format_version_is_refused(tmp_path: Path) -> None:
         len(TFRecordData(str(path), decode=False))
 
 
+def test_shuffled_reads_every_record_of_every_file_once_per_epoch(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+    TFRecordSerializer.save(DataFromList([[i] for i in range(7)], shuffle=False), str(a))
+    TFRecordSerializer.save(DataFromList([[i] for i in range(7, 12)], shuffle=False), str(b))
+    df = TFRecordData([str(a), b], shuffle=True, seed=5)
+    assert isinstance(df, TFRecordData) and len(df) == 12
+    df.reset_state()
+    first, second = [dp[0] for dp in df], [dp[0] for dp in df]
+    assert sorted(first) == sorted(second) == list(range(12)) and first != second
+    again = TFRecordData([str(a), str(b)], shuffle=True, seed=5)
+    again.reset_state()
+    assert [dp[0] for dp in again] == first  # the seed fixes the permutations
+    shards = []
+    for rank in range(3):
+        part = TFRecordSerializer.load(str(a), shuffle=True, seed=1).shard(3, rank)
+        part.reset_state()
+        shards.append([dp[0] for dp in part])
+    assert all(len(p) == 2 for p in shards) and len({i for p in shards for i in p}) == 6  # by index
+
+
+def test_shuffled_needs_the_index_and_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "foreign.tfrecord"
+    path.write_bytes(frame(b"x"))
+    with pytest.raises(FormatError, match=r"foreign\.tfrecord has no index file .*write_index"):
+        TFRecordData(str(path), decode=False, shuffle=True).reset_state()
+
+
+def test_shuffled_damaged_record_names_file_record_and_offset(tmp_path: Path) -> None:
+    path = _save(tmp_path)
+    offsets = read_index("test", str(path))
+    assert offsets is not None
+    data = bytearray(path.read_bytes())
+    data[int(offsets[4]) + 20] ^= 0x01  # inside record 4's data
+    path.write_bytes(bytes(data))
+    df = TFRecordData(str(path), shuffle=True, seed=0)
+    df.reset_state()
+    with pytest.raises(FormatError, match=f"record 4 at byte offset {offsets[4]}: corrupt record data"):
+        list(df)
+
+
 def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="path must be"):
         TFRecordData(42)  # type: ignore[arg-type]
