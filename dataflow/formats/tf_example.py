@@ -93,16 +93,23 @@ def parse_example(data: bytes) -> dict[str, np.ndarray]:
     except Exception as e:  # protobuf's DecodeError, or a TypeError for a non-bytes record
         raise codec.CodecError(f"{_STAGE}: not a valid tf.train.Example ({type(e).__name__}: {e})") from e
     out: dict[str, np.ndarray] = {}
+    fromiter, empty, f32, i64 = np.fromiter, np.empty, np.float32, np.int64
     for name, feat in ex.features.feature.items():
         kind = feat.WhichOneof("kind")
         if kind == "bytes_list":
             values = feat.bytes_list.value
-            arr = np.empty(len(values), dtype=object)
-            arr[:] = values
-        elif kind == "float_list":
-            arr = np.array(feat.float_list.value, dtype=np.float32)
+            n = len(values)
+            arr = empty(n, dtype=object)
+            if n == 1:  # the usual case (an encoded image, a string): no list built
+                arr[0] = values[0]
+            elif n:
+                arr[:] = list(values)
+        elif kind == "float_list":  # fromiter with a count: ~8x np.array on protobuf's containers
+            values = feat.float_list.value
+            arr = fromiter(values, f32, len(values))
         elif kind == "int64_list":
-            arr = np.array(feat.int64_list.value, dtype=np.int64)
+            values = feat.int64_list.value
+            arr = fromiter(values, i64, len(values))
         else:
             arr = _EMPTY.copy()
         out[name] = arr
