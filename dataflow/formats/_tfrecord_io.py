@@ -42,7 +42,6 @@ _CRC = struct.Struct("<I")
 _COUNT = struct.Struct("<Q")
 _SMALL = 1 << 16  # records below this size are gathered and written in ~1 MiB chunks
 _CHUNK = 1 << 20
-_WRITEBACK = 64 << 20  # start writing the file to disk every 64 MiB (see RecordWriter)
 _IOV_MAX = 512
 
 
@@ -127,16 +126,14 @@ class RecordWriter:
     system calls and copies as TFRecord allows: the CRC needs each record as one ``bytes``,
     so a record is its own write (``writev`` of the 12-byte header, the data and the 4-byte
     CRC: no further copy) when large, and small records are gathered in a buffer written
-    about every MiB. Every 64 MiB it asks the kernel to start writing the file to disk
-    (``posix_fadvise``), so the ``fsync`` that completes a save waits for the last part
-    only. ``offsets`` lists each record's byte offset, ``size`` is the file's size."""
+    about every MiB. ``offsets`` lists each record's byte offset, ``size`` is the file's
+    size."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.offsets: list[int] = []
         self.size = 0
         self._pending = bytearray()
-        self._synced = 0  # bytes before this offset are being written to disk
 
     def write(self, data: bytes) -> None:
         n = len(data)
@@ -156,8 +153,6 @@ class RecordWriter:
         else:
             self._write_all([pending, head, data, tail] if pending else [head, data, tail])
             pending.clear()
-        if self.size - self._synced >= _WRITEBACK:
-            self._start_writeback()
 
     def flush(self) -> None:
         if self._pending:
@@ -169,20 +164,13 @@ class RecordWriter:
         views = [memoryview(b) for b in buffers]
         while views:
             done = os.writev(self.fd, views[:_IOV_MAX])
+            if done <= 0:
+                raise OSError(f"TFRecord writer: writev wrote nothing ({done}) to a regular file")
             while views and done >= views[0].nbytes:
                 done -= views[0].nbytes
                 views.pop(0)
             if done:
                 views[0] = views[0][done:]
-
-    def _start_writeback(self) -> None:
-        advise = getattr(os, "posix_fadvise", None)
-        if advise is not None:  # Linux: starts writing dirty pages of the range, returns at once
-            try:
-                advise(self.fd, self._synced, self.size - self._synced, os.POSIX_FADV_DONTNEED)
-            except OSError:
-                pass
-        self._synced = self.size
 
 
 # -- the index file ------------------------------------------------------------------------

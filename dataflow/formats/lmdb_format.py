@@ -358,9 +358,12 @@ class LMDBSerializer:
         map_size = check_int(stage, "map_size", map_size, minimum=4096)
         target = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
         with atomic_write(stage, target, overwrite) as tmp:
+            # writemap: LMDB writes values straight into the mapped file (no dirty copy in
+            # malloc'd pages written out at commit: ~3x less CPU for large values). The file
+            # is then as large as the map (sparse) until it is cut to its pages below.
             env = lmdb.open(
                 tmp, subdir=False, map_size=map_size, lock=False, meminit=False,
-                sync=False, metasync=False, max_dbs=0,
+                sync=False, metasync=False, max_dbs=0, writemap=True, map_async=True,
             )  # fmt: skip
             try:
                 writer = BatchWriter(lmdb, env, write_frequency)
@@ -375,8 +378,10 @@ class LMDBSerializer:
                 writer.put(META_KEY, [codec.dumps(make_meta("lmdb", FORMAT_VERSION, count))])
                 writer.flush()  # META_KEY sorts after every data key
                 env.sync(True)
+                used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
             finally:
                 env.close()
+            os.truncate(tmp, used)  # every page LMDB uses lies below its last page number
 
     @staticmethod
     def load(path: PathType, shuffle: bool = True, seed: int | None = None) -> LMDBData:

@@ -307,6 +307,26 @@ def test_shuffled_damaged_record_names_file_record_and_offset(tmp_path: Path) ->
         list(df)
 
 
+def test_writer_survives_short_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write may stop short (a signal, a pipe); the writer goes on where it stopped."""
+    real = os.writev
+    calls = []
+
+    def short(fd: int, buffers: list) -> int:
+        calls.append(len(buffers))
+        first = bytes(buffers[0])[:7]  # at most 7 bytes per call
+        return real(fd, [first])
+
+    monkeypatch.setattr(os, "writev", short)
+    rows = [[i, np.arange(i * 40_000, dtype=np.int32)] for i in range(3)]  # small and large records
+    TFRecordSerializer.save(DataFromList(rows, shuffle=False), str(tmp_path / "s.tfrecord"))
+    monkeypatch.undo()
+    assert len(calls) > 100
+    df = TFRecordSerializer.load(str(tmp_path / "s.tfrecord"))
+    df.reset_state()
+    assert [(dp[0], len(dp[1])) for dp in df] == [(0, 0), (1, 40_000), (2, 80_000)]
+
+
 def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="path must be"):
         TFRecordData(42)  # type: ignore[arg-type]
