@@ -295,9 +295,35 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
         raise CodecError(
             f"codec: truncated or oversized data ({view.nbytes} bytes, layout says {stop + offsets[-1]})"
         )
+    base: Any = view
+    shift = stop
     if count and view.readonly:  # one copy for all arrays, not one each
-        return _decode(_Decoder(bytearray(view[stop:]), offsets), body)
-    return _decode(_Decoder(view, offsets, stop), body)
+        base, shift = bytearray(view[stop:]), 0
+    if _tuples_last[0]:
+        return _decode(_Decoder(base, offsets, shift), body)
+
+    def arrays_only(code: int, data: bytes) -> Any:
+        """The hot path: arrays and numpy scalars that fit their buffers; anything else
+        (a tuple marker, a complex number, an error to explain) takes the full decoder."""
+        if code == _EXT_ARRAY or code == _EXT_SCALAR:
+            dtype, shape, index, expected = _array_header(data)
+            if index + 1 < len(offsets) and offsets[index + 1] - offsets[index] == expected:
+                arr = _ndarray(shape, dtype, base, shift + offsets[index])
+                return arr[()] if code == _EXT_SCALAR else arr
+        raise _NotSimple
+
+    try:
+        return _unpackb(body, strict_map_key=False, ext_hook=arrays_only)
+    except _NotSimple:
+        return _decode(_Decoder(base, offsets, shift), body)
+    except CodecError:
+        raise
+    except Exception as e:  # msgpack raises several types for malformed input
+        raise CodecError(f"codec: malformed data ({type(e).__name__}: {e})") from e
+
+
+class _NotSimple(Exception):
+    """Raised by the fast array hook of :func:`loads` for what only the full decoder handles."""
 
 
 @functools.lru_cache(maxsize=256)
