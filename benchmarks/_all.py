@@ -108,7 +108,8 @@ class Outcome:
 def run_one(s: Scenario, quick: bool, python: str = sys.executable) -> Outcome:
     """Run one scenario's script and read its tables back."""
     cmd = [python, os.path.join(HERE, s.script), *(s.quick if quick else s.full)]
-    env = {**os.environ, "PYTHONPATH": ROOT, "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore"}
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "TQDM_DISABLE": "1", "PYTHONWARNINGS": "ignore"}
     if quick:
         env["DATAFLOW_BENCH_QUICK"] = "1"
     limit = s.timeout if quick else 10 * s.timeout
