@@ -7,6 +7,8 @@ starts, and each contender runs once untimed first). Contenders, in one run:
 - ``dataflow runner``: ``MultiProcessRunnerZMQ(DataFromList(data).batch(64), num_proc=2)``;
 - ``dataflow parallel_map``: ``DataFromList(data).parallel_map(f, num_proc=2).batch(64)``
   (an ordered, strict process map of a trivial function, batched in the consumer);
+- ``dataflow map_and_batch``: ``MultiProcessMapAndBatchDataZMQ(DataFromList(data), 2, f, 64,
+  strict=True)`` (mapped and batched in the workers, as torch's loader does);
 - ``tensorpack 0.11``: ``MultiProcessRunnerZMQ(BatchData(DataFromList(data), 64), 2)``;
 - ``torch DataLoader``: ``DataLoader(data, batch_size=64, num_workers=2)`` (its default
   collate, in the workers);
@@ -87,6 +89,18 @@ def ours_map(data: list[Any]) -> Opener:
 
     def open_() -> tuple[Callable[[], Any], Callable[[], None]]:
         df = DataFromList(data, shuffle=False).parallel_map(identity, num_proc=NUM_PROC).batch(BATCH)
+        df.reset_state()
+        return lambda: next(iter(df)), df.close
+
+    return open_
+
+
+def ours_map_and_batch(data: list[Any]) -> Opener:
+    from dataflow import DataFromList, MultiProcessMapAndBatchDataZMQ
+
+    def open_() -> tuple[Callable[[], Any], Callable[[], None]]:
+        src = DataFromList(data, shuffle=False)
+        df = MultiProcessMapAndBatchDataZMQ(src, NUM_PROC, identity, BATCH, strict=True)
         df.reset_state()
         return lambda: next(iter(df)), df.close
 
@@ -203,7 +217,11 @@ def main() -> None:
     peers = [(TP, tensorpack(data)), (TORCH, torch_loader(data))]
     if args.grain:
         peers.append((GRAIN, grain_loader(data)))
-    openers = [("dataflow runner", ours_runner(data)), ("dataflow parallel_map", ours_map(data))]
+    openers = [
+        ("dataflow runner", ours_runner(data)),
+        ("dataflow parallel_map", ours_map(data)),
+        ("dataflow map_and_batch", ours_map_and_batch(data)),
+    ]
     openers += [(name, o) for name, o in peers if o is not None]
     refs = [name for name, o in peers if o is not None]
     for name, open_ in openers:  # warm-up: lazy imports and first-use costs stay out
