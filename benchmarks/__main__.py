@@ -1,14 +1,16 @@
 """``python -m benchmarks``: run benchmark scenarios.
 
     python -m benchmarks all [--quick] [--only ttfb,mp_small] [--update-docs] [--dry-run] [--raw DIR]
+    python -m benchmarks docs FILE [--doc PATH]
     python -m benchmarks list
 
 ``all`` runs every scenario (each its own script, in a subprocess), then prints one table of
 ratios against the peers installed (tensorpack 0.11, torch's DataLoader, grain, tf.data,
 Ray Data); ``--quick`` uses short runs (a few minutes in all on 2 cores), and
 ``--update-docs`` writes that table into ``docs/performance.md`` between the markers
-``<!-- benchmarks:all:start -->`` and ``<!-- benchmarks:all:end -->``. ``--dry-run`` prints
-the commands it would run. Each script also runs alone: ``python benchmarks/<script>.py``.
+``<!-- benchmarks:all:start -->`` and ``<!-- benchmarks:all:end -->`` (``docs FILE`` does the
+same from the saved output of an earlier ``all``). ``--dry-run`` prints the commands it would
+run. Each script also runs alone: ``python benchmarks/<script>.py``.
 """
 
 from __future__ import annotations
@@ -36,8 +38,18 @@ def main(argv: list[str] | None = None) -> int:
                      help=f"write the table into PATH's marked section (default {os.path.relpath(DOC)})")
     run.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     run.add_argument("--raw", metavar="DIR", help="also write each script's own output to DIR/<scenario>.md")
+    docs = sub.add_parser("docs", help="write the saved output of `all` into the docs' marked section")
+    docs.add_argument("file", help="what `python -m benchmarks all` printed (its stdout)")
+    docs.add_argument("--doc", default=DOC, help=f"the document (default {os.path.relpath(DOC)})")
     sub.add_parser("list", help="the scenarios and their scripts")
     args = parser.parse_args(argv)
+    if args.command == "docs":
+        with open(args.file, encoding="utf-8") as f:
+            text = f.read()
+        if "| scenario | dataflow contender |" not in text:
+            parser.error(f"{args.file} does not hold the table printed by `python -m benchmarks all`")
+        _write(args.doc, text)
+        return 0
     if args.command == "list":
         for s in SCENARIOS:
             print(f"{s.name:22} benchmarks/{s.script} {' '.join(s.full)}  (--quick: {' '.join(s.quick)})")
@@ -58,13 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     text = header(args.quick, names, time.perf_counter() - t0) + "\n\n" + render(rows, notes)
     print(text)
     if args.update_docs:
-        with open(args.update_docs, encoding="utf-8") as f:
-            doc = f.read()
-        with open(args.update_docs, "w", encoding="utf-8") as f:
-            f.write(replace_section(doc, text))
-        print(f"\n(written into {args.update_docs})", file=sys.stderr)
+        _write(args.update_docs, text)
     failed = [o.scenario.name for o in outcomes if not o.rows]
     return 1 if failed and len(failed) == len(outcomes) else 0
+
+
+def _write(path: str, text: str) -> None:
+    """Put ``text`` between the markers of ``path``."""
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(replace_section(doc, text))
+    print(f"(written into {path})", file=sys.stderr)
 
 
 if __name__ == "__main__":

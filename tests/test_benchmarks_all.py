@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks._all import SCENARIOS, _adapters_section, _before
 from benchmarks._report import END, START, parse_tables, render, replace_section, rows_for
 
@@ -167,3 +169,21 @@ def test_a_quick_run_of_one_scenario_prints_one_table_and_updates_the_docs(tmp_p
     assert "- in_process: tensorpack not installed" in done.stdout
     written = doc.read_text(encoding="utf-8")
     assert row in written and "old" not in written and written.endswith(f"{END}\n\nkept\n")
+
+
+def test_docs_command_writes_a_saved_output_into_the_section(tmp_path: Path) -> None:
+    from benchmarks.__main__ import main
+
+    doc = tmp_path / "performance.md"
+    doc.write_text(f"# Performance\n\n{START}\nold\n{END}\n\nkept\n", encoding="utf-8")
+    saved = tmp_path / "all.md"
+    table = render(rows_for("ttfb", parse_tables(TTFB), _dataflow, _before(" (")))
+    saved.write_text("Command: `python -m benchmarks all --quick`\n\n" + table + "\n", encoding="utf-8")
+    assert main(["docs", str(saved), "--doc", str(doc)]) == 0
+    written = doc.read_text(encoding="utf-8")
+    assert table in written and "old" not in written and written.endswith(f"{END}\n\nkept\n")
+    saved.write_text("no table here\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["docs", str(saved), "--doc", str(doc)])
+    assert exit_info.value.code == 2
+    assert doc.read_text(encoding="utf-8") == written  # untouched
