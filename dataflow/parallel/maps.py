@@ -238,17 +238,25 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             if self._inline:
                 return self._inline.popleft()
             t0 = time.perf_counter()
-            worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
+            worker, kind, (task_id, payload, *busy) = self._task_message()
             now = time.perf_counter()
             new = self._auto.waited(now - t0, now)
             if new is not None:
                 self._active = new
         else:
-            worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
+            worker, kind, (task_id, payload, *busy) = self._task_message()
         self._load[worker] -= 1
         if busy:
             self._tuner.observe(self._flight.get(task_id, 0), busy[0])
         return task_id, kind, payload
+
+    def _task_message(self) -> tuple[int, bytes, Any]:
+        """The next message about a task. An error that is no task's (a worker that could
+        not rebuild ``map_func``, which may come after every worker said READY) is raised."""
+        worker, kind, body = self._live_pool().recv()
+        if kind == msg.ERROR and isinstance(body, msg.ErrorRecord):
+            raise msg.error_for(type(self).__name__, body)
+        return worker, kind, body
 
     def _stop(self) -> None:
         with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed

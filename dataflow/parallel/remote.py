@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import zmq
-import zmq.utils.monitor
+import zmq.utils.z85
 
 from .. import codec
 from .._checks import check_int, check_timeout
@@ -213,7 +213,9 @@ def _send(sock: zmq.Socket, monitor: zmq.Socket, frames: list[Any], addr: str) -
 
 def _check_refused(monitor: zmq.Socket, addr: str, wait_s: float = 0.0) -> None:
     if monitor.poll(int(wait_s * 1000)):
-        event = zmq.utils.monitor.recv_monitor_message(monitor)["event"]
+        from zmq.utils.monitor import recv_monitor_message  # imports asyncio and ssl: only here
+
+        event = recv_monitor_message(monitor)["event"]
         raise PermissionError(
             f"send_dataflow_zmq: {addr} refused the connection ({zmq.Event(event).name}): with "
             f"CURVE, the receiver must list this sender's public key and the sender must use the "

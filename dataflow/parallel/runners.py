@@ -206,7 +206,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         seed = self.options.worker_seed()
         args = [(self.ds, i, self.options, seed, states[i]) for i in range(self.num_proc)]
         self._received, self._ready = len(self._buffer), set()
-        self._pool = ProcessPool(self.options, _runner_worker, args, {"flow": self.ds})
+        self._pool = ProcessPool(self.options, _runner_worker, args, {"flow": self.ds}, lazy=True)
         self._interrupted = False  # only once started: a Ctrl-C during a restart retries it
 
     @property
@@ -290,6 +290,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
     def _snapshot(self, pool: ProcessPool) -> list[Any]:
         """Every worker's flow state at its next message boundary; the datapoints they sent
         before it are received into the buffer meanwhile."""
+        pool.start_pending()
         while len(self._ready) < self.num_proc:  # control goes only to connected workers
             self._receive(pool)
         self._token += 1
