@@ -128,7 +128,9 @@ class Placer:
         return jax.device_put(x, self.sharding)
 
     def __call__(self, x: Any) -> Any:
-        if self._fast is None or type(x) is not np.ndarray or not x.flags.c_contiguous or not x.dtype.isnative:
+        if self._fast is None or type(x) is not np.ndarray:
+            return self._public(x)
+        if not x.flags.c_contiguous or not x.dtype.isnative:
             return self._public(x)
         if self._align and x.ctypes.data % _ALIGN and x.nbytes >= _ALIGN_MIN_BYTES:
             x = _aligned_copy(x)
