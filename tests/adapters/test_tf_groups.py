@@ -183,8 +183,20 @@ def test_signatures_that_are_not_flat_tensor_specs_are_handed_over_one_by_one() 
     assert _tf_groups.flat_signature(ragged) is None
 
 
-def test_group_arrays_are_aligned_so_tensorflow_can_share_them() -> None:
+def test_group_buffers_are_aligned_and_reused_only_once_nothing_refers_to_them() -> None:
+    """TensorFlow may share a group's aligned buffer instead of copying it: a buffer must not
+    be refilled while any array (TensorFlow's or the consumer's) still views it."""
     st = _tf_groups._Stacker(0, tf.TensorSpec((5, 7), tf.float32))
-    for _ in range(20):
-        out = st.stack([np.ones((5, 7), np.float64)] * 3)
-        assert out.ctypes.data % 64 == 0 and out.dtype == np.float32 and out.shape == (3, 5, 7)
+    held = st.stack([np.full((5, 7), 1.0)] * 3)
+    assert held.ctypes.data % 64 == 0 and held.dtype == np.float32 and held.shape == (3, 5, 7)
+    for i in range(2, 12):
+        out = st.stack([np.full((5, 7), float(i))] * 3)
+        assert out.ctypes.data % 64 == 0 and out.ctypes.data != held.ctypes.data
+        assert float(out[-1, -1, -1]) == i
+        reused = out.ctypes.data
+        del out
+    assert len(st._pool) == 2  # the held one, and one reused over and over
+    assert st.stack([np.zeros((5, 7))]).ctypes.data == reused
+    np.testing.assert_array_equal(held, 1.0)  # never overwritten
+    del held
+    assert len(st._pool) <= _tf_groups._POOL
