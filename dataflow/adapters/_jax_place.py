@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ._aligned import ALIGN, AlignedPool
 from ._require import require
 
 jax = require("jax", "jax", "dataflow.adapters.jax")
@@ -31,8 +32,8 @@ __all__ = ["Placer", "is_array_leaf"]
 log = logging.getLogger("dataflow.adapters.jax")
 _MAX_AVALS = 256  # cached abstract values (one per shape and dtype); cleared when full
 _WIDE = (np.int64, np.uint64, np.float64, np.complex128)
-_ALIGN = 64  # XLA's CPU client aliases host buffers aligned to this many bytes
 _ALIGN_MIN_BYTES = 64 * 1024  # below this, XLA's own (synchronous) copy is as cheap
+_POOL = 8  # aligned buffers kept (arrays alive in the consumer hold theirs)
 
 
 def is_array_leaf(x: Any) -> bool:
@@ -50,15 +51,6 @@ def _internals() -> tuple[Any, Any] | None:
         return xla_client.batched_device_put, core.ShapedArray
     except Exception:  # another jax version: the public path only
         return None
-
-
-def _aligned_copy(x: np.ndarray) -> np.ndarray:
-    """A copy of ``x`` in fresh memory aligned to :data:`_ALIGN` bytes."""
-    raw = np.empty(x.nbytes + _ALIGN, np.uint8)
-    start = -raw.ctypes.data % _ALIGN
-    out = raw[start : start + x.nbytes].view(x.dtype).reshape(x.shape)
-    np.copyto(out, x)
-    return out
 
 
 class Placer:
@@ -86,6 +78,7 @@ class Placer:
         # on the CPU backend an aligned array is aliased, an unaligned one copied by XLA at
         # about a third of memcpy's speed: a copy of ours into aligned memory is cheaper
         self._align = self._device is not None and self._device.platform == "cpu"
+        self._buffers = AlignedPool(_POOL)
         if self._fast is not None and not self._matches_device_put():
             self._fast = None
 
@@ -132,8 +125,11 @@ class Placer:
             return self._public(x)
         if not x.flags.c_contiguous or not x.dtype.isnative:
             return self._public(x)
-        if self._align and x.ctypes.data % _ALIGN and x.nbytes >= _ALIGN_MIN_BYTES:
-            x = _aligned_copy(x)
+        if self._align and x.ctypes.data % ALIGN and x.nbytes >= _ALIGN_MIN_BYTES:
+            # XLA keeps a reference to an aliased array: the pool reuses a buffer only after it
+            aligned = self._buffers.empty(x.shape, x.dtype)
+            np.copyto(aligned, x)
+            x = aligned
         try:
             return self._direct(x)
         except Exception:  # e.g. a dtype the direct path does not take: jax.device_put decides

@@ -17,13 +17,13 @@ naming the original type and message. What changes: the flow is read up to a gro
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from ._aligned import AlignedPool
 from ._require import require
 
 tf = require("tensorflow", "tf", "dataflow.adapters.tf")
@@ -33,7 +33,6 @@ __all__ = ["GROUP_BYTES", "GROUP_MAX", "GROUP_WINDOW_S", "grouped_dataset"]
 GROUP_MAX = 16  #: datapoints per crossing into tf.data, at most
 GROUP_BYTES = 32 * 2**20  #: a group stops growing once it holds this many bytes
 GROUP_WINDOW_S = 0.005  #: ... or once reading it took this long (a slow flow crosses alone)
-_ALIGN = 64
 _POOL = 4  # group buffers kept per component
 _STAGE = "dataflow_to_dataset"
 
@@ -155,19 +154,15 @@ def _describe(dp: Any) -> str:
 
 
 class _Stacker:
-    """Stacks one component of a group into an array of the signature's dtype.
-
-    Numeric groups go into 64-byte aligned buffers kept for reuse: a fresh multi-megabyte
-    allocation costs a page fault per 4 KiB on first touch, more than the copy itself. A
-    buffer is reused only when nothing else refers to it any more (TensorFlow holds the
-    arrays it shares until it has split the group)."""
+    """Stacks one component of a group into an array of the signature's dtype (numeric
+    groups into pooled aligned buffers, see :mod:`._aligned`)."""
 
     def __init__(self, key: Any, spec: Any) -> None:
         self.key = key
         self.shape = tuple(spec.shape.as_list()) if spec.shape.rank is not None else None
         self.string = spec.dtype == tf.string
         self.dtype = np.dtype(object) if self.string else np.dtype(spec.dtype.as_numpy_dtype)
-        self._pool: list[np.ndarray] = []  # raw uint8 buffers, ours alone when refcount allows
+        self._pool = AlignedPool(_POOL)
 
     def stack(self, values: list[Any]) -> np.ndarray:
         first = values[0]
@@ -175,7 +170,7 @@ class _Stacker:
         self._check(shape)
         try:
             if type(first) is np.ndarray and not self.string:
-                out = self._empty((len(values), *shape))
+                out = self._pool.empty((len(values), *shape), self.dtype)
                 np.stack(values, out=out, casting="unsafe")
                 return out
             return np.asarray(values, dtype=self.dtype)
@@ -184,25 +179,6 @@ class _Stacker:
                 f"{_STAGE}: component {self.key!r} ({type(first).__name__} of shape {shape}) cannot be "
                 f"converted to the signature's {self.dtype if not self.string else 'string'}: {e}"
             ) from None
-
-    def _empty(self, shape: tuple[int, ...]) -> np.ndarray:
-        """An uninitialised C-order array of ``shape``, :data:`_ALIGN`-byte aligned, in a
-        pooled buffer that no array given out earlier still uses."""
-        need = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize + _ALIGN
-        pool = self._pool
-        # a buffer is free when only the pool (and getrefcount's argument) refers to it
-        free = [i for i in range(len(pool)) if sys.getrefcount(pool[i]) <= 2]
-        fit = [i for i in free if pool[i].nbytes >= need]
-        if fit:
-            raw = pool[fit[0]]
-        else:
-            raw = np.empty(need, np.uint8)
-            if len(pool) < _POOL:
-                pool.append(raw)
-            elif free:  # replace the smallest buffer not in use
-                pool[min(free, key=lambda i: pool[i].nbytes)] = raw
-        start = -raw.ctypes.data % _ALIGN
-        return raw[start : start + need - _ALIGN].view(self.dtype).reshape(shape)
 
     def _check(self, shape: tuple[int, ...]) -> None:
         want = self.shape

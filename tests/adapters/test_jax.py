@@ -168,6 +168,27 @@ def test_arrays_equal_those_of_jax_device_put_for_many_dtypes_and_shapes() -> No
             np.testing.assert_array_equal(np.asarray(g), np.asarray(ref))
 
 
+def _unaligned(value: float, n: int = 64 * 1024) -> np.ndarray:
+    raw = np.empty(4 * n + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + 16  # never 64-byte aligned
+    out = raw[start : start + 4 * n].view(np.float32)
+    out[:] = value
+    return out
+
+
+def test_arrays_held_by_the_consumer_keep_their_values_while_buffers_are_reused() -> None:
+    """On CPU an unaligned array is copied into a pooled aligned buffer that XLA then uses
+    as it is: a buffer must not be refilled while a jax.Array still uses it."""
+    batches = [[_unaligned(float(i))] for i in range(40)]
+    kept = []
+    for i, (x,) in enumerate(prefetch_to_device(batches, size=3)):
+        assert float(x[0]) == float(x[-1]) == i
+        if i % 3 == 0:
+            kept.append((i, x))  # the others are dropped: their buffers may be reused
+    for i, x in kept:
+        assert float(jax.numpy.min(x)) == float(jax.numpy.max(x)) == i
+
+
 def test_without_jax_internals_or_when_they_differ_jax_device_put_is_used(monkeypatch: Any) -> None:
     """The direct transfer is an optimisation over jax's internals: where they are missing,
     raise, or give something else than jax.device_put, the results are still exact."""

@@ -195,8 +195,8 @@ def test_group_buffers_are_aligned_and_reused_only_once_nothing_refers_to_them()
         assert float(out[-1, -1, -1]) == i
         reused = out.ctypes.data
         del out
-    assert len(st._pool) == 2  # the held one, and one reused over and over
+    assert len(st._pool._pool) == 2  # the held one, and one reused over and over
     assert st.stack([np.zeros((5, 7))]).ctypes.data == reused
     np.testing.assert_array_equal(held, 1.0)  # never overwritten
     del held
-    assert len(st._pool) <= _tf_groups._POOL
+    assert len(st._pool._pool) <= _tf_groups._POOL
