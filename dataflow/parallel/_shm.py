@@ -161,10 +161,12 @@ class RingWriter:
         self._table = np.frombuffer(self._mm, np.uint8, TABLE_SLOTS)
         self._data = np.frombuffer(self._mm, np.uint8, offset=_DATA_START)
         self._cap = len(self._data)
-        self.reserved = min(self._cap, INITIAL_RESERVE)  # what create_rings reserved
+        self.reserved_bytes = min(self._cap, INITIAL_RESERVE)  # what create_rings reserved
         self._live: list[tuple[int, int, int]] = []  # (start, end, slot), sorted by start
         self._next_slot = 0
         self._starved = False  # the last wait for room timed out: don't wait again until room
+        self._base = self._data.ctypes.data
+        self._reserved: dict[int, tuple[int, int]] = {}  # start -> (slot, nbytes), not yet sent
 
     def _reclaim(self) -> None:
         table = self._table
@@ -200,9 +202,9 @@ class RingWriter:
         start = self._place(size)
         return None if start is None else (start, slot)
 
-    def write(self, buf: memoryview) -> Descriptor | None:
-        """Copy ``buf`` into the ring; its descriptor, or ``None`` to send it another way."""
-        n = buf.nbytes
+    def _claim(self, n: int) -> tuple[int, int, int] | None:
+        """Space for ``n`` bytes, marked busy: ``(start, slot, size)``, or ``None`` (too big,
+        or no room within :data:`_WAIT_S`; after one such wait, no waiting until room)."""
         size = (n + _ALIGN - 1) & ~(_ALIGN - 1)
         if size > self._cap:
             return None
@@ -216,18 +218,34 @@ class RingWriter:
         if placed is None:
             return None
         start, slot = placed
-        if start + size > self.reserved and not self._reserve(start + size):
+        if start + size > self.reserved_bytes and not self._reserve(start + size):
             return None
-        self._data[start : start + n] = np.frombuffer(buf, np.uint8)
         self._table[slot] = 1
         bisect.insort(self._live, (start, start + size, slot))
         self._next_slot = (slot + 1) % TABLE_SLOTS
+        return start, slot, size
+
+    def write(self, buf: memoryview) -> Descriptor | None:
+        """Copy ``buf`` into the ring; its descriptor, or ``None`` to send it another way.
+        A buffer that is exactly a space handed out by :meth:`reserve` is not copied."""
+        n = buf.nbytes
+        if self._reserved:
+            start = np.frombuffer(buf, np.uint8).ctypes.data - self._base
+            reserved = self._reserved.get(start)
+            if reserved is not None and reserved[1] == n:
+                del self._reserved[start]
+                return (self.index, reserved[0], start, n)
+        claimed = self._claim(n)
+        if claimed is None:
+            return None
+        start, slot, _ = claimed
+        self._data[start : start + n] = np.frombuffer(buf, np.uint8)
         return (self.index, slot, start, n)
 
     def _reserve(self, end: int) -> bool:
         """Reserve the data area up to at least ``end``; ``False`` (and the ring capped at
         what it has) if ``/dev/shm`` cannot give it."""
-        have = self.reserved
+        have = self.reserved_bytes
         want = max(end, have + _GROW_MIN, 2 * have)
         want = min(self._cap, (want + _PAGE - 1) & ~(_PAGE - 1))
         try:
@@ -241,8 +259,27 @@ class RingWriter:
                 RuntimeWarning,
             )
             return False
-        self.reserved = want
+        self.reserved_bytes = want
         return True
+
+    def reserve(self, n: int) -> np.ndarray | None:
+        """``n`` bytes of the ring (a writable ``uint8`` array, 64-byte aligned) to build a
+        buffer in place, or ``None`` where :meth:`write` would find no room either. Sending
+        an array that is exactly this space (:meth:`write`) hands it to the consumer without
+        a copy; :meth:`release_reserved` gives back what was not sent."""
+        claimed = self._claim(n)
+        if claimed is None:
+            return None
+        start, slot, _ = claimed
+        self._reserved[start] = (slot, n)
+        return self._data[start : start + n]
+
+    def release_reserved(self) -> None:
+        """Free every reserved space not handed over by :meth:`write` (a failed batch, or a
+        buffer that was not sent as it was reserved). The caller must drop its views."""
+        for slot, _ in self._reserved.values():
+            self._table[slot] = 0
+        self._reserved.clear()
 
     def close(self) -> None:
         del self._table, self._data

@@ -350,11 +350,11 @@ def test_a_new_ring_holds_only_its_table_and_first_reserve(channel: Any) -> None
     its table and the first INITIAL_RESERVE bytes until larger buffers need more."""
     ch = channel(64 * MiB)
     assert ch.writer._cap > 60 * MiB
-    assert ch.writer.reserved == _shm.INITIAL_RESERVE
+    assert ch.writer.reserved_bytes == _shm.INITIAL_RESERVE
     assert allocated(ch.writer) <= _shm._DATA_START + _shm.INITIAL_RESERVE
     got = ch.roundtrip(np.full(100 * KiB, 3, np.uint8))  # fits in the first reserve
     assert ch.last_descriptors[0] is not None and np.all(got == 3)
-    assert ch.writer.reserved == _shm.INITIAL_RESERVE
+    assert ch.writer.reserved_bytes == _shm.INITIAL_RESERVE
 
 
 def test_the_ring_grows_as_needed_and_never_touches_unreserved_pages(channel: Any) -> None:
@@ -365,7 +365,7 @@ def test_the_ring_grows_as_needed_and_never_touches_unreserved_pages(channel: An
     ch = channel(48 * MiB)
     rng = np.random.default_rng(3)
     held: list[tuple[np.ndarray, tuple[str, tuple[int, ...], str]]] = []
-    grown = [ch.writer.reserved]
+    grown = [ch.writer.reserved_bytes]
     for i in range(120):
         a = rng.integers(0, 256, int(rng.integers(64 * KiB, 3 * MiB)), dtype=np.uint8)
         got = ch.roundtrip(a)
@@ -374,10 +374,10 @@ def test_the_ring_grows_as_needed_and_never_touches_unreserved_pages(channel: An
         if len(held) > int(rng.integers(1, 12)):
             held.pop(0)
         d = ch.last_descriptors[0]
-        assert d[2] + d[3] <= ch.writer.reserved  # written inside the reserved part only
-        assert allocated(ch.writer) <= _shm._DATA_START + ch.writer.reserved
-        if ch.writer.reserved != grown[-1]:
-            grown.append(ch.writer.reserved)
+        assert d[2] + d[3] <= ch.writer.reserved_bytes  # written inside the reserved part only
+        assert allocated(ch.writer) <= _shm._DATA_START + ch.writer.reserved_bytes
+        if ch.writer.reserved_bytes != grown[-1]:
+            grown.append(ch.writer.reserved_bytes)
         for arr, dig in held:
             assert digest(arr) == dig
     assert len(grown) >= 3, grown  # it grew, in several steps
@@ -404,7 +404,7 @@ def test_a_reservation_that_fails_sends_over_zmq_with_one_warning(
     assert len([w for w in rec if issubclass(w.category, RuntimeWarning)]) == 1
     assert where == [False] and all(np.array_equal(g, big) for g in got)
     assert not any(views_shm(g) for g in got)
-    assert ch.writer._cap == ch.writer.reserved == _shm.INITIAL_RESERVE
+    assert ch.writer._cap == ch.writer.reserved_bytes == _shm.INITIAL_RESERVE
     small = ch.roundtrip(np.full(200 * KiB, 5, np.uint8))  # still fits: still zero-copy
     assert ch.last_descriptors[0] is not None and views_shm(small) and np.all(small == 5)
     assert allocated(ch.writer) <= _shm._DATA_START + _shm.INITIAL_RESERVE
