@@ -19,8 +19,15 @@ is what makes runs repeatable and checkpoints exact.
 
 Checkpoints hold each worker's flow state (taken after the pulls already sent, so nothing is
 lost or repeated), the chunks received but not yielded, and the round-robin position; a
-resumed runner needs the same ``num_workers`` and ``shard``. A worker that dies cannot be
-restarted where it was (its state is gone with it): :class:`~dataflow.errors.WorkerDied`.
+resumed runner needs the same ``num_workers`` and ``shard``.
+
+A worker that dies (its process killed, its node lost) is replaced, up to ``max_restarts``
+times per worker: the new actor starts from the dead one's last snapshot (its flow state,
+taken every ``snapshot_every`` pulls) and replays the pulls received since, so it stands
+exactly where the dead one stood for the consumer; the pulls in flight are sent again. In
+both modes nothing is lost or repeated, if the flow is deterministic from its seed and
+state (else the replay fails with a clear error). Beyond the limit:
+:class:`~dataflow.errors.WorkerDied`. See :mod:`._restart`.
 """
 
 from __future__ import annotations
@@ -37,7 +44,9 @@ from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, LengthUnknownError, StateError, WorkerDied
 from ..parallel import _messages as msg
 from ._connect import actor_options, connected_ray, ray_module
-from ._flow_actor import FlowActor, Pulled
+from ._flow_actor import FlowActor, Pulled, Start
+from ._owned import owned
+from ._restart import Lineage
 
 __all__ = ["RayRunner"]
 
@@ -59,6 +68,14 @@ class RayRunner(DataFlow):
         timeout: seconds to wait for a worker's chunk before ``TimeoutError``.
         ray_remote_args: Ray actor options (``num_cpus``, ``resources``,
             ``scheduling_strategy``, ...) to place the workers.
+        max_restarts: how many times a dead worker is replaced (resuming where it stood);
+            beyond, :class:`~dataflow.errors.WorkerDied`.
+        snapshot_every: pulls between two snapshots of a worker's flow state, which bound
+            the replay of a replaced worker (``None``: never; it replays from its start).
+            Each is a ``state_dict()`` sent to the consumer: raise it when that is large
+            (big shuffle buffers).
+        copy: ``True`` gives owned, writable arrays; by default arrays of 100 KiB and more
+            are read-only views of Ray's object store (no copy on receive).
     """
 
     def __init__(
@@ -72,6 +89,9 @@ class RayRunner(DataFlow):
         seed: int | None = None,
         timeout: float | None = None,
         ray_remote_args: dict[str, Any] | None = None,
+        max_restarts: int = 3,
+        snapshot_every: int | None = 32,
+        copy: bool = False,
     ) -> None:
         stage = type(self).__name__
         if not isinstance(flow, DataFlow) and not callable(flow):
@@ -86,13 +106,21 @@ class RayRunner(DataFlow):
         self.pulls_ahead = check_int(stage, "prefetch", prefetch)
         self.seed = seeding.check_seed(stage, seed)
         self.timeout = check_timeout(stage, timeout)
+        self.max_restarts = check_int(stage, "max_restarts", max_restarts, minimum=0)
+        self.snapshot_every = (
+            None if snapshot_every is None else check_int(stage, "snapshot_every", snapshot_every)
+        )
+        self.copy = bool(copy)
+        # the runner replaces dead workers itself (Ray would restart one from scratch)
         self._options = actor_options(stage, ray_remote_args, max_restarts=0)
         self.ray_remote_args = dict(ray_remote_args or {})
+        self._lineage: list[Lineage] = []
+        self._rebuild: tuple[Any, Any, int | None] | None = None  # actor class, flow ref, seed
         self._guard = ReentrancyGuard(stage)
         self._actors: list[Any] = []
         self._pids: list[int] = []
         self._length: int | None = None
-        self._inflight: list[deque[Any]] = []
+        self._inflight: list[deque[tuple[int, Any]]] = []  # (pass sent with, ref) per worker
         self._fresh_state()
 
     def _fresh_state(self) -> None:
@@ -132,10 +160,10 @@ class RayRunner(DataFlow):
         # a worker whose pass had ended (the consumer may not have reached that chunk yet)
         # waits for the next pass instead of starting one on its next pull
         waiting = [self.sharded and (self._ended[i] or any(e for _, e in self._queues[i])) for i in range(n)]
-        self._actors = [
-            cls.remote(source, i, n, self.sharded, seed, (self._pass, waiting[i], states[i]))
-            for i in range(n)
-        ]
+        starts: list[Start] = [(self._pass, waiting[i], states[i]) for i in range(n)]
+        self._rebuild = (cls, source, seed)
+        self._actors = [self._new_actor(i, starts[i]) for i in range(n)]
+        self._lineage = [Lineage(start) for start in starts]
         self._inflight = [deque() for _ in range(n)]
         try:
             self._pids = [self._get(i, a.pid.remote(), "to start") for i, a in enumerate(self._actors)]
@@ -163,8 +191,10 @@ class RayRunner(DataFlow):
                 if not self._actors
                 else f"{type(self).__name__}: the flow has no length"
             )
-        return len(self.flow) if not self.sharded else sum(
-            len(self.flow.shard(self.num_workers, i)) for i in range(self.num_workers)
+        return (
+            len(self.flow)
+            if not self.sharded
+            else sum(len(self.flow.shard(self.num_workers, i)) for i in range(self.num_workers))
         )
 
     def close(self) -> None:
@@ -173,6 +203,7 @@ class RayRunner(DataFlow):
 
     def _stop(self) -> None:
         actors, self._actors, self._inflight, self._pids = self._actors, [], [], []
+        self._lineage, self._rebuild = [], None
         ray = ray_module(type(self).__name__) if actors else None
         if ray is not None and ray.is_initialized():
             for actor in actors:
@@ -184,7 +215,7 @@ class RayRunner(DataFlow):
         if self.sharded and self._ended[w]:
             return
         while len(inflight) < self.pulls_ahead:
-            inflight.append(self._actors[w].pull.remote(self._pass, self.chunk))
+            inflight.append((self._pass, self._actors[w].pull.remote(self._pass, self.chunk)))
 
     def _get(self, w: int, ref: Any, doing: str) -> Any:
         ray = ray_module(type(self).__name__)
@@ -207,13 +238,68 @@ class RayRunner(DataFlow):
                 ) from e
 
     def _receive(self, w: int) -> None:
-        """Receive worker ``w``'s oldest pull into its queue (stale passes dropped)."""
-        pulled: Pulled = self._get(w, self._inflight[w].popleft(), "a pull")
+        """Receive worker ``w``'s oldest pull into its queue (stale passes dropped); a dead
+        worker is replaced (its lost pulls sent again, to be received by the next call)."""
+        sent_gen, ref = self._inflight[w][0]
+        try:
+            pulled: Pulled = self._get(w, ref, "a pull")
+        except WorkerDied as died:
+            self._replace(w, died)
+            return
+        self._inflight[w].popleft()
         gen, kind, payload, ended = pulled
         if kind == msg.ERROR:
             raise msg.error_for(type(self).__name__, payload)
+        lineage = self._lineage[w]
+        lineage.record(sent_gen, self.chunk, len(payload), ended)
+        self._snapshot_step(w, lineage)
         if not self.sharded or gen == self._pass:
-            self._queues[w].append((payload, ended))
+            self._queues[w].append((owned(payload) if self.copy else payload, ended))
+
+    # -- replacing dead workers (see ._restart) ----------------------------------------------
+    def _new_actor(self, w: int, start: Start) -> Any:
+        assert self._rebuild is not None
+        cls, source, seed = self._rebuild
+        return cls.remote(source, w, self.num_workers, self.sharded, seed, start)
+
+    def _snapshot_step(self, w: int, lineage: Lineage) -> None:
+        """Adopt worker ``w``'s pending snapshot once served; ask for one when due."""
+        if lineage.served():
+            answer = self._get(w, lineage.pending[0], "a snapshot")  # type: ignore[index]
+            lineage.adopt(None if isinstance(answer, msg.ErrorRecord) else answer)
+        elif lineage.pending is None and lineage.snapshots and self.snapshot_every is not None:
+            if lineage.received >= self.snapshot_every:
+                lineage.asked(self._actors[w].snapshot.remote(), len(self._inflight[w]))
+
+    def _replace(self, w: int, died: WorkerDied) -> None:
+        """Replace dead worker ``w`` by one standing where it stood, or raise ``died``."""
+        stage = type(self).__name__
+        lineage = self._lineage[w]
+        lineage.lost()
+        while True:
+            lineage.restarts += 1
+            if lineage.restarts > self.max_restarts:
+                raise WorkerDied(
+                    f"{died} It was replaced {self.max_restarts} time(s) already "
+                    f"(max_restarts={self.max_restarts}); resume from your last checkpoint",
+                    pid=died.pid,
+                ) from died.__cause__
+            ray_module(stage).kill(self._actors[w], no_restart=True)
+            self._actors[w] = actor = self._new_actor(w, lineage.start)
+            try:
+                self._pids[w] = self._get(w, actor.pid.remote(), "to start again")
+                answer = self._get(w, actor.replay.remote(lineage.replay()), "the replay")
+            except WorkerDied as again:
+                died = again
+                continue
+            if isinstance(answer, msg.ErrorRecord):
+                raise msg.error_for(stage, answer)
+            break
+        inflight = self._inflight[w]
+        lost = [gen for gen, _ in inflight]
+        inflight.clear()
+        for gen in lost:  # sent again, in order, with the pass each was sent for
+            inflight.append((gen, actor.pull.remote(gen, self.chunk)))
 
     def _next_chunk(self) -> list[Any] | None:
         """The next chunk in round-robin order; ``None`` when a sharded pass is over."""
@@ -269,11 +355,11 @@ class RayRunner(DataFlow):
     def _snapshot(self) -> list[Any]:
         """Every worker's flow state right after the pulls already sent (whose chunks are
         received into the queues meanwhile)."""
-        refs = [actor.state.remote() for actor in self._actors]
+        asked = [(actor, actor.state.remote()) for actor in self._actors]
         for w, inflight in enumerate(self._inflight):
             while inflight:
                 self._receive(w)
-        states = [self._get(w, ref, "state_dict()") for w, ref in enumerate(refs)]
+        states = [self._state_of(w, actor, ref) for w, (actor, ref) in enumerate(asked)]
         for state in states:
             if isinstance(state, msg.ErrorRecord):
                 raise msg.error_for(type(self).__name__, state)
@@ -281,12 +367,28 @@ class RayRunner(DataFlow):
             self._top_up(w)
         return states
 
+    def _state_of(self, w: int, actor: Any, ref: Any) -> Any:
+        """Worker ``w``'s answer to ``state()`` sent to ``actor``, asked again of the new
+        worker (after its pulls in flight) if ``actor`` died and was replaced."""
+        while True:
+            while self._inflight[w]:
+                self._receive(w)
+            if self._actors[w] is actor:
+                try:
+                    return self._get(w, ref, "state_dict()")
+                except WorkerDied as died:
+                    self._replace(w, died)
+            actor = self._actors[w]
+            ref = actor.state.remote()
+
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
         states = self._snapshot() if self._actors else (self._loaded or ([None] * self.num_workers, []))[0]
         queues = [
-            [{"items": encode_items(stage, items, "datapoints received") if items else None, "ended": e}
-             for items, e in queue]
+            [
+                {"items": encode_items(stage, items, "datapoints received") if items else None, "ended": e}
+                for items, e in queue
+            ]
             for queue in self._queues
         ]
         current = list(self._current)

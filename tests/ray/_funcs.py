@@ -62,3 +62,18 @@ def with_node(dp: list[Any]) -> list[Any]:
     import ray
 
     return [dp[0] * 2, ray.get_runtime_context().get_node_id()]
+
+
+def build_growing_flow(counter_path: str) -> Any:
+    """A builder whose flow is not deterministic: build *k* (counted in a file) gives
+    ``5 * k`` numbers per pass."""
+    from dataflow import DataFromList
+
+    try:
+        with open(counter_path) as f:
+            builds = int(f.read()) + 1
+    except FileNotFoundError:
+        builds = 1
+    with open(counter_path, "w") as f:
+        f.write(str(builds))
+    return DataFromList([[i] for i in range(5 * builds)], shuffle=False)
