@@ -77,3 +77,20 @@ def build_growing_flow(counter_path: str) -> Any:
     with open(counter_path, "w") as f:
         f.write(str(builds))
     return DataFromList([[i] for i in range(5 * builds)], shuffle=False)
+
+
+def same_pipeline(backend: str) -> Any:
+    """One pipeline for every backend: a seeded shuffle read by the consumer, then a map
+    with per-datapoint randomness in 2 workers (processes or Ray actors)."""
+    from dataflow import DataFromList
+
+    src = DataFromList([[i] for i in range(40)], shuffle=True, seed=5)
+    return src.parallel_map(noisy, num_proc=2, backend=backend, item_rng=True, seed=9, chunk=3, timeout=120)
+
+
+def two_epochs(df: Any) -> list[list[Any]]:
+    df.reset_state()
+    try:
+        return [list(df) for _ in range(2)]
+    finally:
+        df.close()

@@ -92,6 +92,7 @@ def merged(shards: list[list], chunk: int) -> list:
     return out
 
 
+@pytest.mark.filterwarnings("ignore:ShardData. sharding by position")
 def test_killed_sharded_worker_resumes_its_shard_from_its_snapshot() -> None:
     flow = _src(48).shuffle(6, seed=2).map(_funcs.double)
     local = []
