@@ -25,10 +25,11 @@ from typing import Any
 from .. import seeding
 from ..base import DataFlow
 from ..parallel import _messages as msg
+from ._wire import pack
 
 __all__ = ["FlowActor", "Pulled", "Start"]
 
-#: ``(gen, kind, datapoints or error record, pass ended)``
+#: ``(gen, kind, datapoints (packed, from ``pull``) or error record, pass ended)``
 Pulled = tuple[int, bytes, Any, bool]
 #: ``(pass number, waiting for the next pass, flow state or None)``: where a copy starts
 Start = tuple[int, bool, Mapping[str, Any] | None]
@@ -87,6 +88,11 @@ class FlowActor:
             return msg.capture_error(e, f"len() of the flow in {self.where}")
 
     def pull(self, gen: int, n: int) -> Pulled:
+        """The next ``n`` datapoints (see the module docstring), packed (:func:`~._wire.pack`)."""
+        gen, kind, payload, ended = self._next(gen, n)
+        return gen, kind, (pack(payload) if kind == msg.DATA else payload), ended
+
+    def _next(self, gen: int, n: int) -> Pulled:
         try:
             flow = self._setup()
             if self.shard and gen > self.gen:  # the consumer began a new pass
@@ -136,7 +142,7 @@ class FlowActor:
         return None
 
     def _replay_one(self, gen: int, n: int, count: int, ended: bool) -> Any:
-        _, kind, payload, now_ended = self.pull(gen, n)
+        _, kind, payload, now_ended = self._next(gen, n)
         if kind == msg.ERROR:
             return payload
         if (len(payload), now_ended) == (count, ended):

@@ -37,6 +37,7 @@ from ..parallel._map_base import ParallelMapBase, RngKey, TaskId
 from ..parallel.maps import _apply
 from ._connect import actor_options, connected_ray, ray_module
 from ._owned import owned
+from ._wire import pack, unpack
 
 __all__ = ["RayMapData"]
 
@@ -57,7 +58,7 @@ class _MapActor:
 
     def apply(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> tuple[TaskId, bytes, Any]:
         try:
-            return task_id, msg.DATA, _apply(self.map_func, chunk, rng_key)
+            return task_id, msg.DATA, pack(_apply(self.map_func, chunk, rng_key))
         except BaseException as e:
             return task_id, msg.ERROR, msg.capture_error(e, self.where)
 
@@ -204,9 +205,10 @@ class RayMapData(ParallelMapBase):
             results = [self._get_one(ray, ref) for ref in ready]
         for ref in ready:
             self._load[self._refs.pop(ref)] -= 1
-        if self.copy:
-            results = [(tid, kind, owned(out) if kind == msg.DATA else out) for tid, kind, out in results]
-        self._done.extend(results)
+        for tid, kind, out in results:
+            if kind == msg.DATA:
+                out = owned(unpack(out)) if self.copy else unpack(out)
+            self._done.append((tid, kind, out))
 
     def _get_one(self, ray: Any, ref: Any) -> Any:
         try:

@@ -47,6 +47,7 @@ from ._connect import actor_options, connected_ray, ray_module
 from ._flow_actor import FlowActor, Pulled, Start
 from ._owned import owned
 from ._restart import Lineage
+from ._wire import unpack
 
 __all__ = ["RayRunner"]
 
@@ -250,6 +251,7 @@ class RayRunner(DataFlow):
         gen, kind, payload, ended = pulled
         if kind == msg.ERROR:
             raise msg.error_for(type(self).__name__, payload)
+        payload = unpack(payload)
         lineage = self._lineage[w]
         lineage.record(sent_gen, self.chunk, len(payload), ended)
         self._snapshot_step(w, lineage)
