@@ -6,7 +6,8 @@ more than the data for small arrays (a batch of 64 ``[int, float32[10]]`` is 128
 :data:`OOB_MIN_BYTES` stay in the pickle, larger ones travel beside it as uint8 arrays,
 which Ray writes into its object store once and hands the receiver as read-only views
 (zero-copy). :func:`unpack` rebuilds the chunk on those views, so large arrays are still
-never copied on receive.
+never copied on receive. What plain pickle refuses (lambdas, local classes in datapoints)
+goes through Ray's cloudpickle, as Ray would have sent it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ def pack(obj: Any) -> Packed:
         buffers.append(np.frombuffer(raw, dtype=np.uint8))
         return False
 
-    return pickle.dumps(obj, protocol=5, buffer_callback=keep_large), buffers
+    try:
+        return pickle.dumps(obj, protocol=5, buffer_callback=keep_large), buffers
+    except Exception:  # lambdas, local classes: what Ray itself would have sent (cloudpickle)
+        from ray import cloudpickle
+
+        buffers.clear()
+        return cloudpickle.dumps(obj, protocol=5, buffer_callback=keep_large), buffers
 
 
 def unpack(packed: Packed) -> Any:

@@ -37,7 +37,7 @@ from ..parallel._map_base import ParallelMapBase, RngKey, TaskId
 from ..parallel.maps import _apply
 from ._connect import actor_options, connected_ray, ray_module
 from ._owned import owned
-from ._wire import pack, unpack
+from ._wire import Packed, pack, unpack
 
 __all__ = ["RayMapData"]
 
@@ -56,9 +56,10 @@ class _MapActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def apply(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> tuple[TaskId, bytes, Any]:
+    def apply(self, task_id: TaskId, chunk: Packed, rng_key: RngKey) -> tuple[TaskId, bytes, Any]:
+        """The chunk's results, or an error record (chunk and results packed: see :mod:`._wire`)."""
         try:
-            return task_id, msg.DATA, pack(_apply(self.map_func, chunk, rng_key))
+            return task_id, msg.DATA, pack(_apply(self.map_func, unpack(chunk), rng_key))
         except BaseException as e:
             return task_id, msg.ERROR, msg.capture_error(e, self.where)
 
@@ -174,7 +175,7 @@ class RayMapData(ParallelMapBase):
             raise DataFlowNotReset(f"{type(self).__name__}: the actors are not running; call reset_state()")
         load = self._load
         actor = load.index(min(load))
-        self._refs[self._actors[actor].apply.remote(task_id, chunk, rng_key)] = actor
+        self._refs[self._actors[actor].apply.remote(task_id, pack(chunk), rng_key)] = actor
         load[actor] += 1
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:

@@ -17,6 +17,10 @@ def double(dp: list[Any]) -> list[Any]:
     return [dp[0] * 2]
 
 
+def double_keep_rest(dp: list[Any]) -> list[Any]:
+    return [dp[0] * 2, *dp[1:]]
+
+
 def drop_odd(dp: list[Any]) -> list[Any] | None:
     return None if dp[0] % 2 else [dp[0]]
 

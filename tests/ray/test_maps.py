@@ -106,6 +106,14 @@ def test_large_arrays_are_store_views_without_a_copy_or_owned_with_copy_true(sta
             assert "plasma" not in (_mapped_file(mine) or "")
 
 
+def test_datapoints_plain_pickle_refuses_still_cross() -> None:
+    # chunks are pickled by us; a lambda in a datapoint goes through cloudpickle, as Ray would
+    offset = 3
+    src = DataFromList([[i, lambda x: x + offset] for i in range(5)], shuffle=False)
+    got = _run(RayMapData(src, 1, _funcs.double_keep_rest, strict=True, chunk=2), 1)[0]
+    assert [(dp[0], dp[1](1)) for dp in got] == [(2 * i, 4) for i in range(5)]
+
+
 def test_backpressure_bounds_inputs_in_flight() -> None:
     pulled: list[int] = []
 
