@@ -7,8 +7,9 @@ only counts. Contenders:
 - ``dataflow processes``: ``MultiProcessRunnerZMQ(source.batch(64), num_proc=2)``;
 - ``dataflow on Ray``: ``RayRunner(source.batch(64), 2, chunk=--batch-chunk)`` (copies);
 - ``Ray Data map_batches``: ``ray.data.range(N).map_batches(f, batch_size=64)`` on a pool of
-  2 tasks, where ``f`` builds each batch the same way (64 ``[i, array]`` items from the same
-  source code, stacked), iterated with ``iter_batches(batch_size=64)``.
+  2 tasks (``TaskPoolStrategy``), where ``f`` builds each batch the same way (64
+  ``[i, array]`` items from the same source code, stacked), iterated with
+  ``iter_batches(batch_size=64)``.
 
 ``large`` is ``mp_large``'s work: 2 workers each yield the same preallocated ``(64, 224, 224,
 3)`` uint8 array (9.6 MB) forever; the consumer reads one byte of each and drops it. GB/s
@@ -74,26 +75,26 @@ def ray_batch(warmup: float, seconds: float, chunk: int) -> TimedContender:
     return TimedContender(RAY, run)
 
 
-class _MakeBatches:
+_ITEMS: Iterator[list] | None = None  # per Ray Data worker process
+
+
+def _make_batch(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Ray Data's batch function: each row id becomes ``[i, array]`` from the same source
     code as the other contenders, and 64 of them are stacked as ``BatchData`` does."""
-
-    def __init__(self) -> None:
-        self.items: Iterator[list] | None = None
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self.items is None:
-            self.items = small_items()
-        dps = [next(self.items) for _ in batch["id"]]
-        return {"i": np.array([dp[0] for dp in dps]), "x": np.stack([dp[1] for dp in dps])}
+    global _ITEMS
+    if _ITEMS is None:
+        _ITEMS = small_items()
+    dps = [next(_ITEMS) for _ in batch["id"]]
+    return {"i": np.array([dp[0] for dp in dps]), "x": np.stack([dp[1] for dp in dps])}
 
 
 def ray_data_batch(warmup: float, seconds: float) -> TimedContender:
     import ray
 
     def run() -> tuple[int, float]:
+        # a pool of tasks, not actors: with 2 CPUs, 2 actors would leave none to the reads
         ds = ray.data.range(1 << 26).map_batches(
-            _MakeBatches, batch_size=BATCH, compute=ray.data.ActorPoolStrategy(size=NUM_PROC)
+            _make_batch, batch_size=BATCH, compute=ray.data.TaskPoolStrategy(size=NUM_PROC)
         )
         it = iter(ds.iter_batches(batch_size=BATCH))
         try:

@@ -32,7 +32,6 @@ state (else the replay fails with a clear error). Beyond the limit:
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -41,17 +40,13 @@ from .. import seeding
 from .._checks import check_int, check_timeout
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, LengthUnknownError, StateError, WorkerDied
+from ..errors import DataFlowNotReset, LengthUnknownError, StateError
 from ..parallel import _messages as msg
-from ._connect import actor_options, connected_ray, ray_module
-from ._flow_actor import FlowActor, Pulled, Start
-from ._owned import owned
-from ._restart import Lineage
-from ._wire import unpack
+from ._connect import actor_options, connected_ray
+from ._flow_actor import FlowActor, Start
+from ._workers import Workers
 
 __all__ = ["RayRunner"]
-
-_POLL_S = 1.0
 
 
 class RayRunner(DataFlow):
@@ -115,13 +110,11 @@ class RayRunner(DataFlow):
         # the runner replaces dead workers itself (Ray would restart one from scratch)
         self._options = actor_options(stage, ray_remote_args, max_restarts=0)
         self.ray_remote_args = dict(ray_remote_args or {})
-        self._lineage: list[Lineage] = []
-        self._rebuild: tuple[Any, Any, int | None] | None = None  # actor class, flow ref, seed
         self._guard = ReentrancyGuard(stage)
-        self._actors: list[Any] = []
-        self._pids: list[int] = []
+        self._workers = Workers(
+            stage, self.num_workers, self.chunk, self.timeout, self.max_restarts, self.snapshot_every, copy
+        )
         self._length: int | None = None
-        self._inflight: list[deque[tuple[int, Any]]] = []  # (pass sent with, ref) per worker
         self._fresh_state()
 
     def _fresh_state(self) -> None:
@@ -137,11 +130,12 @@ class RayRunner(DataFlow):
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles (empty before ``reset_state``/after ``close``)."""
-        return list(self._actors)
+        return list(self._workers.actors)
 
     @property
     def worker_pids(self) -> list[int]:
-        return list(self._pids)
+        """The workers' process ids (on their nodes; a replaced worker's is the new one)."""
+        return list(self._workers.pids)
 
     # -- lifecycle ------------------------------------------------------------------------
     def reset_state(self) -> None:
@@ -162,22 +156,23 @@ class RayRunner(DataFlow):
         # waits for the next pass instead of starting one on its next pull
         waiting = [self.sharded and (self._ended[i] or any(e for _, e in self._queues[i])) for i in range(n)]
         starts: list[Start] = [(self._pass, waiting[i], states[i]) for i in range(n)]
-        self._rebuild = (cls, source, seed)
-        self._actors = [self._new_actor(i, starts[i]) for i in range(n)]
-        self._lineage = [Lineage(start) for start in starts]
-        self._inflight = [deque() for _ in range(n)]
+
+        def make(i: int, start: Start) -> Any:
+            return cls.remote(source, i, n, self.sharded, seed, start)
+
         try:
-            self._pids = [self._get(i, a.pid.remote(), "to start") for i, a in enumerate(self._actors)]
-            self._length = self._ask_length(ray)
+            self._workers.start(make, starts)
+            self._length = self._ask_length()
         except BaseException:
             self._stop()
             raise
         for w in range(n):
             self._top_up(w)
 
-    def _ask_length(self, ray: Any) -> int | None:
+    def _ask_length(self) -> int | None:
         wanted = range(self.num_workers) if self.sharded else range(1)
-        lengths = [self._get(i, self._actors[i].length.remote(), "len()") for i in wanted]
+        workers = self._workers
+        lengths = [workers.get(i, workers.actors[i].length.remote(), "len()") for i in wanted]
         for answer in lengths:
             if isinstance(answer, msg.ErrorRecord):
                 raise msg.error_for(type(self).__name__, answer)
@@ -186,10 +181,10 @@ class RayRunner(DataFlow):
     def __len__(self) -> int:
         if self._length is not None:
             return self._length
-        if self._actors or not isinstance(self.flow, DataFlow):
+        if self._workers.actors or not isinstance(self.flow, DataFlow):
             raise LengthUnknownError(
                 f"{type(self).__name__}: the length is known once reset_state() asked the workers"
-                if not self._actors
+                if not self._workers.actors
                 else f"{type(self).__name__}: the flow has no length"
             )
         return (
@@ -203,105 +198,27 @@ class RayRunner(DataFlow):
         self._stop()
 
     def _stop(self) -> None:
-        actors, self._actors, self._inflight, self._pids = self._actors, [], [], []
-        self._lineage, self._rebuild = [], None
-        ray = ray_module(type(self).__name__) if actors else None
-        if ray is not None and ray.is_initialized():
-            for actor in actors:
-                ray.kill(actor, no_restart=True)
+        self._workers.stop()
 
     # -- pulling --------------------------------------------------------------------------
     def _top_up(self, w: int) -> None:
-        inflight = self._inflight[w]
         if self.sharded and self._ended[w]:
             return
-        while len(inflight) < self.pulls_ahead:
-            inflight.append((self._pass, self._actors[w].pull.remote(self._pass, self.chunk)))
-
-    def _get(self, w: int, ref: Any, doing: str) -> Any:
-        ray = ray_module(type(self).__name__)
-        start = time.monotonic()
-        while True:
-            try:
-                return ray.get(ref, timeout=_POLL_S)
-            except ray.exceptions.GetTimeoutError:
-                if self.timeout is not None and time.monotonic() - start >= self.timeout:
-                    raise TimeoutError(
-                        f"{type(self).__name__}: worker {w} did not answer {doing} within "
-                        f"timeout={self.timeout}s (resources: {ray.available_resources()})"
-                    ) from None
-            except ray.exceptions.RayActorError as e:
-                pid = self._pids[w] if w < len(self._pids) else None
-                raise WorkerDied(
-                    f"{type(self).__name__}: Ray worker {w} (pid {pid}) died; its copy of the flow "
-                    f"is lost. Ray says: {(str(e).strip().splitlines() or [type(e).__name__])[0]}",
-                    pid=pid,
-                ) from e
+        while len(self._workers.inflight[w]) < self.pulls_ahead:
+            self._workers.pull(w, self._pass)
 
     def _receive(self, w: int) -> None:
-        """Receive worker ``w``'s oldest pull into its queue (stale passes dropped); a dead
-        worker is replaced (its lost pulls sent again, to be received by the next call)."""
-        sent_gen, ref = self._inflight[w][0]
-        try:
-            pulled: Pulled = self._get(w, ref, "a pull")
-        except WorkerDied as died:
-            self._replace(w, died)
-            return
-        self._inflight[w].popleft()
-        gen, kind, payload, ended = pulled
-        if kind == msg.ERROR:
-            raise msg.error_for(type(self).__name__, payload)
-        payload = unpack(payload)
-        lineage = self._lineage[w]
-        lineage.record(sent_gen, self.chunk, len(payload), ended)
-        self._snapshot_step(w, lineage)
-        if not self.sharded or gen == self._pass:
-            self._queues[w].append((owned(payload) if self.copy else payload, ended))
+        """Receive worker ``w``'s oldest pull into its queue (stale passes dropped; nothing
+        when the worker had died and was replaced: its pulls are in flight again)."""
+        got = self._workers.receive(w)
+        if got is not None:
+            gen, items, ended = got
+            if not self.sharded or gen == self._pass:
+                self._queues[w].append((items, ended))
 
-    # -- replacing dead workers (see ._restart) ----------------------------------------------
-    def _new_actor(self, w: int, start: Start) -> Any:
-        assert self._rebuild is not None
-        cls, source, seed = self._rebuild
-        return cls.remote(source, w, self.num_workers, self.sharded, seed, start)
-
-    def _snapshot_step(self, w: int, lineage: Lineage) -> None:
-        """Adopt worker ``w``'s pending snapshot once served; ask for one when due."""
-        if lineage.served():
-            answer = self._get(w, lineage.pending[0], "a snapshot")  # type: ignore[index]
-            lineage.adopt(None if isinstance(answer, msg.ErrorRecord) else answer)
-        elif lineage.pending is None and lineage.snapshots and self.snapshot_every is not None:
-            if lineage.received >= self.snapshot_every:
-                lineage.asked(self._actors[w].snapshot.remote(), len(self._inflight[w]))
-
-    def _replace(self, w: int, died: WorkerDied) -> None:
-        """Replace dead worker ``w`` by one standing where it stood, or raise ``died``."""
-        stage = type(self).__name__
-        lineage = self._lineage[w]
-        lineage.lost()
-        while True:
-            lineage.restarts += 1
-            if lineage.restarts > self.max_restarts:
-                raise WorkerDied(
-                    f"{died} It was replaced {self.max_restarts} time(s) already "
-                    f"(max_restarts={self.max_restarts}); resume from your last checkpoint",
-                    pid=died.pid,
-                ) from died.__cause__
-            ray_module(stage).kill(self._actors[w], no_restart=True)
-            self._actors[w] = actor = self._new_actor(w, lineage.start)
-            try:
-                self._pids[w] = self._get(w, actor.pid.remote(), "to start again")
-                answer = self._get(w, actor.replay.remote(lineage.replay()), "the replay")
-            except WorkerDied as again:
-                died = again
-                continue
-            if isinstance(answer, msg.ErrorRecord):
-                raise msg.error_for(stage, answer)
-            break
-        inflight = self._inflight[w]
-        lost = [gen for gen, _ in inflight]
-        inflight.clear()
-        for gen in lost:  # sent again, in order, with the pass each was sent for
-            inflight.append((gen, actor.pull.remote(gen, self.chunk)))
+    def _drain(self, w: int) -> None:
+        while self._workers.inflight[w]:
+            self._receive(w)
 
     def _next_chunk(self) -> list[Any] | None:
         """The next chunk in round-robin order; ``None`` when a sharded pass is over."""
@@ -323,7 +240,7 @@ class RayRunner(DataFlow):
 
     # -- epochs ---------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
-        if not self._actors:
+        if not self._workers.actors:
             raise DataFlowNotReset(
                 f"{type(self).__name__} was iterated before reset_state() (or after close()); "
                 f"call reset_state() once in the process that iterates"
@@ -357,11 +274,11 @@ class RayRunner(DataFlow):
     def _snapshot(self) -> list[Any]:
         """Every worker's flow state right after the pulls already sent (whose chunks are
         received into the queues meanwhile)."""
-        asked = [(actor, actor.state.remote()) for actor in self._actors]
-        for w, inflight in enumerate(self._inflight):
-            while inflight:
-                self._receive(w)
-        states = [self._state_of(w, actor, ref) for w, (actor, ref) in enumerate(asked)]
+        workers = self._workers
+        asked = [(actor, actor.state.remote()) for actor in workers.actors]
+        for w in range(self.num_workers):
+            self._drain(w)
+        states = [workers.state(w, actor, ref, self._drain) for w, (actor, ref) in enumerate(asked)]
         for state in states:
             if isinstance(state, msg.ErrorRecord):
                 raise msg.error_for(type(self).__name__, state)
@@ -369,23 +286,10 @@ class RayRunner(DataFlow):
             self._top_up(w)
         return states
 
-    def _state_of(self, w: int, actor: Any, ref: Any) -> Any:
-        """Worker ``w``'s answer to ``state()`` sent to ``actor``, asked again of the new
-        worker (after its pulls in flight) if ``actor`` died and was replaced."""
-        while True:
-            while self._inflight[w]:
-                self._receive(w)
-            if self._actors[w] is actor:
-                try:
-                    return self._get(w, ref, "state_dict()")
-                except WorkerDied as died:
-                    self._replace(w, died)
-            actor = self._actors[w]
-            ref = actor.state.remote()
-
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
-        states = self._snapshot() if self._actors else (self._loaded or ([None] * self.num_workers, []))[0]
+        saved = self._loaded or ([None] * self.num_workers, [])
+        states = self._snapshot() if self._workers.actors else saved[0]
         queues = [
             [
                 {"items": encode_items(stage, items, "datapoints received") if items else None, "ended": e}
@@ -426,7 +330,7 @@ class RayRunner(DataFlow):
         self.__dict__.pop("_resume", None)
         if live:  # else the next __iter__ begins an epoch (a new pass, in shard mode)
             self._resume = int_field(stage, state, "yielded", 0)
-        was_running = bool(self._actors)
+        was_running = bool(self._workers.actors)
         self._loaded = (workers, self._ended)
         if was_running:  # loaded after reset_state: start the workers again from it
             self.reset_state()
