@@ -1,6 +1,11 @@
-"""The Ray backend on one machine: RayMapData beside our ZMQ processes and Ray Data.
+"""The Ray backend on one machine: RayMapData / RayRunner beside our ZMQ processes and Ray Data.
 
-The ``mp_map`` work (a ~4 ms pure-Python function, calibrated here, over 600 datapoints, 2
+Three scenarios (``--scenario``): ``map`` (below), ``batch`` (``mp_batch``'s work: small
+datapoints batched by 64 in 2 workers, vs our processes and Ray Data's ``map_batches``) and
+``large`` (``mp_large``'s work: 9.6 MB arrays from 2 workers, vs memcpy); ``batch`` and
+``large`` are described in ``benchmarks/_ray_transport.py``.
+
+``map``: the ``mp_map`` work (a ~4 ms pure-Python function, calibrated here, over 600 datapoints, 2
 workers), in one run:
 
 - ``serial map``: a plain loop in this process (the reference);
@@ -16,9 +21,11 @@ second pass. A local Ray with ``--cpus`` CPUs is started once (Ray's start-up is
 
     pip install "dataflow-ml[ray]"
     python benchmarks/ray_scale.py [--items 600] [--ms 4] [--rounds 5] [--chunk 8]
+    python benchmarks/ray_scale.py --scenario batch [--seconds 2] [--warmup 1] [--batch-chunk 64]
+    python benchmarks/ray_scale.py --scenario large [--seconds 3] [--warmup 1]
 
 Targets (issue 14): the Ray backend >= 0.8x our ZMQ processes and >= 1.5x Ray Data on small
-items.
+items; large arrays >= 0.5x memcpy.
 """
 
 from __future__ import annotations
@@ -101,20 +108,30 @@ def ray_data(data: list, f: Callable, batches: int | None) -> TimedContender:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=["map", "batch", "large"], default="map")
+    parser.add_argument("--seconds", type=float, default=None, help="batch/large: timed part of a run")
+    parser.add_argument("--warmup", type=float, default=1.0, help="batch/large: untimed receiving first")
+    parser.add_argument("--batch-chunk", type=int, default=64, help="batch: batches per RayRunner pull")
     parser.add_argument("--items", type=int, default=600)
     parser.add_argument("--ms", type=float, default=4.0, help="target cost of one call")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--chunk", type=int, default=8, help="datapoints per Ray call / batch")
     parser.add_argument("--cpus", type=int, default=NUM_PROC, help="CPUs of the local Ray")
     parser.add_argument("--no-ray-data", action="store_true", help="leave Ray Data out")
+    parser.add_argument("--object-store-mb", type=int, default=None, help="Ray's object store size")
     args = parser.parse_args()
     import ray
 
     logging.getLogger("ray").setLevel(logging.WARNING)
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    store = None if args.object_store_mb is None else args.object_store_mb << 20
+    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, object_store_memory=store)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
+    if args.scenario == "batch":
+        return transport_batch(args)
+    if args.scenario == "large":
+        return transport_large(args)
     iters, measured = calibrate(args.ms)
     f = functools.partial(work, iters=iters)
     data = make_data(args.items)
@@ -137,6 +154,47 @@ def main() -> None:
     print(markdown_table(results, [SERIAL, OURS], unit="items/s"))
     print("\nTargets: dataflow on Ray >= 0.8x dataflow processes, >= 1.5x Ray Data on small items.")
     ray.shutdown()
+
+
+def transport_batch(args: argparse.Namespace) -> None:
+    from benchmarks import _ray_transport as rt
+
+    seconds = 2.0 if args.seconds is None else args.seconds
+    contenders = rt.batch_contenders(args.warmup, seconds, args.batch_chunk, not args.no_ray_data)
+    results = rt.run_timed(contenders, args.rounds)
+    print(
+        f"ray_scale batch: {NUM_PROC} workers, endless batches of {rt.BATCH} x [int, float32[10]] "
+        f"made in the workers (local Ray, {args.cpus} CPUs; RayRunner chunk {args.batch_chunk} "
+        f"batches); items/s received over {seconds:g} s after {args.warmup:g} s warm-up "
+        f"(start-up excluded); {args.rounds} rounds, medians; {machine_line()}\n"
+    )
+    print(markdown_table(results, [rt.OURS], unit="items/s"))
+    print("\nTargets: dataflow on Ray >= 0.8x dataflow processes, >= 1.5x Ray Data.")
+    ray_module().shutdown()
+
+
+def transport_large(args: argparse.Namespace) -> None:
+    from benchmarks import _ray_transport as rt
+
+    seconds = 3.0 if args.seconds is None else args.seconds
+    contenders = rt.large_contenders(args.warmup, seconds)
+    rt.run_large(contenders, args.rounds)
+    print(
+        f"ray_scale large: {NUM_PROC} workers, each yielding the same (64, 224, 224, 3) uint8 "
+        f"array (9.6 MB) forever (local Ray, {args.cpus} CPUs, chunk 1); GB/s received over "
+        f"{seconds:g} s after {args.warmup:g} s warm-up (start-up excluded), one byte read per "
+        f"datapoint; {args.rounds} rounds interleaved, medians; memcpy: median single-thread "
+        f"np.copyto of the array per round; {machine_line()}\n"
+    )
+    print(rt.large_table(contenders))
+    print("\nTarget: dataflow on Ray >= 0.5x memcpy.")
+    ray_module().shutdown()
+
+
+def ray_module() -> Any:
+    import ray
+
+    return ray
 
 
 if __name__ == "__main__":

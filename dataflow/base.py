@@ -172,7 +172,7 @@ class DataFlow(FluentMixin[T_co]):
     def _track(self, gen: Iterator[Any]) -> Iterator[Any]:
         """Remember ``gen`` (this epoch's generator) weakly, for :meth:`_iter_live`."""
         if isinstance(gen, GeneratorType):
-            self._epoch_ref = weakref.ref(gen)
+            self._epoch_ref = _EpochRef(gen)
         return gen
 
     def __exit__(
@@ -201,6 +201,22 @@ def _forget_loaded_state_on_iter(cls: type) -> None:
 
     __iter__._forgets_loaded_state = True  # type: ignore[attr-defined]
     cls.__iter__ = __iter__  # type: ignore[attr-defined]
+
+
+class _EpochRef:
+    """A weak reference to a flow's current epoch generator that pickles as a dead one, so
+    a flow that was iterated can still be sent to workers (a generator never travels)."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, gen: GeneratorType | None) -> None:
+        self._ref = None if gen is None else weakref.ref(gen)
+
+    def __call__(self) -> GeneratorType | None:
+        return None if self._ref is None else self._ref()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _EpochRef, (None,)
 
 
 def _adopt_legacy_protocol(cls: type) -> None:

@@ -282,6 +282,21 @@ def test_pickle_roundtrip_of_guarded_flows_before_reset() -> None:
         assert len([first, *it]) == len(df)
 
 
+def test_a_flow_that_was_iterated_pickles_and_its_clone_starts_afresh() -> None:
+    # a flow remembers its epoch generator weakly; the reference must not break pickling
+    # (a used flow handed to a Ray runner or a spawned worker), and the clone is not live
+    df = FixedSizeData(ListFlow([[i] for i in range(5)]), 5)
+    df.reset_state()
+    it = iter(df)
+    next(it)
+    assert df._iter_live()
+    clone = pickle.loads(pickle.dumps(df))
+    assert not clone._iter_live()
+    clone.reset_state()
+    assert list(clone) == [[i] for i in range(5)]
+    assert next(it) == [1]  # the original is untouched
+
+
 def test_pickle_guard_while_held_gives_free_guard() -> None:
     guard = ReentrancyGuard("X")
     with guard:

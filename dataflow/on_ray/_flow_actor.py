@@ -9,6 +9,11 @@ them, so a ``state()`` request sent after some pulls is the flow's state right a
 copy waits (pulls return nothing, flagged ended) until a pull of a newer ``gen`` starts the
 next pass. Without ``shard`` the copy runs pass after pass by itself. Methods never raise
 for the user's errors: they return an :class:`~dataflow.parallel._messages.ErrorRecord`.
+
+Restarts: ``snapshot()`` returns the ``start`` this copy would be rebuilt from to stand where
+it is now (its pass number, whether it waits, its flow's state); a new actor built from a
+snapshot and given ``replay(pulls)``, the pulls the consumer received since that snapshot,
+stands exactly where the dead one stood for the consumer (see :mod:`._restart`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,14 @@ from typing import Any
 from .. import seeding
 from ..base import DataFlow
 from ..parallel import _messages as msg
+from ._wire import pack
 
-__all__ = ["FlowActor", "Pulled"]
+__all__ = ["FlowActor", "Pulled", "Start"]
 
-#: ``(gen, kind, datapoints or error record, pass ended)``
+#: ``(gen, kind, datapoints (packed, from ``pull``) or error record, pass ended)``
 Pulled = tuple[int, bytes, Any, bool]
+#: ``(pass number, waiting for the next pass, flow state or None)``: where a copy starts
+Start = tuple[int, bool, Mapping[str, Any] | None]
 
 
 class FlowActor:
@@ -35,10 +43,14 @@ class FlowActor:
         num_workers: int,
         shard: bool,
         seed: int | None,
-        start: tuple[int, bool, Mapping[str, Any] | None],
+        start: Start,
     ) -> None:
         self.source, self.index, self.num_workers, self.shard, self.seed = (
-            source, index, num_workers, shard, seed
+            source,
+            index,
+            num_workers,
+            shard,
+            seed,
         )
         self.gen, self.waiting, self.state_to_load = start
         self.flow: DataFlow | None = None
@@ -76,6 +88,11 @@ class FlowActor:
             return msg.capture_error(e, f"len() of the flow in {self.where}")
 
     def pull(self, gen: int, n: int) -> Pulled:
+        """The next ``n`` datapoints (see the module docstring), packed (:func:`~._wire.pack`)."""
+        gen, kind, payload, ended = self._next(gen, n)
+        return gen, kind, (pack(payload) if kind == msg.DATA else payload), ended
+
+    def _next(self, gen: int, n: int) -> Pulled:
         try:
             flow = self._setup()
             if self.shard and gen > self.gen:  # the consumer began a new pass
@@ -102,6 +119,40 @@ class FlowActor:
             return self._setup().state_dict()
         except BaseException as e:
             return msg.capture_error(e, f"state_dict() of the flow in {self.where}")
+
+    def snapshot(self) -> Any:
+        """The :data:`Start` that rebuilds this copy where it stands (an error record if the
+        flow cannot save its state here, e.g. a generator source mid-epoch)."""
+        if self.flow is None:  # nothing read yet: the start it was built from still holds
+            return self.gen, self.waiting, self.state_to_load
+        try:
+            return self.gen, self.waiting, self.flow.state_dict()
+        except BaseException as e:
+            return msg.capture_error(e, f"state_dict() of the flow in {self.where}")
+
+    def replay(self, pulls: list[tuple[int, int, int, bool, int]]) -> Any:
+        """Serve again, dropping the datapoints, the pulls the consumer received from the
+        dead copy since its snapshot (runs of ``repeat`` pulls ``(gen, n, count, ended,
+        repeat)``): ``None`` when each gave the same number of datapoints and end flag as
+        before, else an error record."""
+        for gen, n, count, ended, repeat in pulls:
+            for _ in range(repeat):
+                if (err := self._replay_one(gen, n, count, ended)) is not None:
+                    return err
+        return None
+
+    def _replay_one(self, gen: int, n: int, count: int, ended: bool) -> Any:
+        _, kind, payload, now_ended = self._next(gen, n)
+        if kind == msg.ERROR:
+            return payload
+        if (len(payload), now_ended) == (count, ended):
+            return None
+        e = RuntimeError(
+            f"replaying the lost worker's stream gave {len(payload)} datapoints "
+            f"(ended={now_ended}) where it had given {count} (ended={ended}): the flow is not "
+            f"deterministic from its seed and state, so it cannot be resumed exactly"
+        )
+        return msg.capture_error(e, f"the restarted {self.where}")
 
 
 def _saved_live(state: Mapping[str, Any]) -> bool:

@@ -6,7 +6,8 @@ each call to the actor with the fewest chunks in flight. At most ``buffer_size``
 are in flight (backpressure: the upstream is not read further until results come back).
 Arguments and results travel through Ray's object store: numpy arrays of 100 KiB and more
 are not copied into the messages, and the arrays a consumer on the same node receives are
-read-only views of the store (copy one before writing into it).
+read-only views of the store, with no copy on receive (``copy=True`` gives owned, writable
+copies instead).
 
 Epochs, ``strict``, ``ordered``, ``item_rng`` and checkpoints are those of every parallel
 map (see :mod:`dataflow.parallel._map_base`): a checkpoint holds the upstream's state and
@@ -35,6 +36,8 @@ from ..parallel import _messages as msg
 from ..parallel._map_base import ParallelMapBase, RngKey, TaskId
 from ..parallel.maps import _apply
 from ._connect import actor_options, connected_ray, ray_module
+from ._owned import owned
+from ._wire import Packed, pack, unpack
 
 __all__ = ["RayMapData"]
 
@@ -53,9 +56,10 @@ class _MapActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def apply(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> tuple[TaskId, bytes, Any]:
+    def apply(self, task_id: TaskId, chunk: Packed, rng_key: RngKey) -> tuple[TaskId, bytes, Any]:
+        """The chunk's results, or an error record (chunk and results packed: see :mod:`._wire`)."""
         try:
-            return task_id, msg.DATA, _apply(self.map_func, chunk, rng_key)
+            return task_id, msg.DATA, pack(_apply(self.map_func, unpack(chunk), rng_key))
         except BaseException as e:
             return task_id, msg.ERROR, msg.capture_error(e, self.where)
 
@@ -83,6 +87,8 @@ class RayMapData(ParallelMapBase):
             ``scheduling_strategy``, ``runtime_env``, ...) to place the actors.
         max_restarts: how many times Ray restarts a dead actor (its chunks are retried);
             beyond, :class:`~dataflow.errors.WorkerDied`.
+        copy: ``True`` gives owned, writable arrays; by default arrays of 100 KiB and more
+            are read-only views of Ray's object store (zero-copy on receive).
 
     ``len`` is ``len(ds)``. Not reentrant. Close it (or use ``with``) to kill the actors.
     When Ray is not initialised, ``reset_state`` starts a local Ray.
@@ -103,6 +109,7 @@ class RayMapData(ParallelMapBase):
         chunk: int = 16,
         ray_remote_args: dict[str, Any] | None = None,
         max_restarts: int = 3,
+        copy: bool = False,
     ) -> None:
         stage = type(self).__name__
         chunk = check_int(stage, "chunk", chunk)
@@ -115,6 +122,7 @@ class RayMapData(ParallelMapBase):
             stage, ray_remote_args, max_restarts=self.max_restarts, max_task_retries=-1
         )
         self.ray_remote_args = dict(ray_remote_args or {})
+        self.copy = bool(copy)
         self._actors: list[Any] = []
         self._pids: list[int] = []
         self._refs: dict[Any, int] = {}  # object ref of a call -> its actor
@@ -167,7 +175,7 @@ class RayMapData(ParallelMapBase):
             raise DataFlowNotReset(f"{type(self).__name__}: the actors are not running; call reset_state()")
         load = self._load
         actor = load.index(min(load))
-        self._refs[self._actors[actor].apply.remote(task_id, chunk, rng_key)] = actor
+        self._refs[self._actors[actor].apply.remote(task_id, pack(chunk), rng_key)] = actor
         load[actor] += 1
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
@@ -198,7 +206,10 @@ class RayMapData(ParallelMapBase):
             results = [self._get_one(ray, ref) for ref in ready]
         for ref in ready:
             self._load[self._refs.pop(ref)] -= 1
-        self._done.extend(results)
+        for tid, kind, out in results:
+            if kind == msg.DATA:
+                out = owned(unpack(out)) if self.copy else unpack(out)
+            self._done.append((tid, kind, out))
 
     def _get_one(self, ray: Any, ref: Any) -> Any:
         try:

@@ -19,13 +19,19 @@ is what makes runs repeatable and checkpoints exact.
 
 Checkpoints hold each worker's flow state (taken after the pulls already sent, so nothing is
 lost or repeated), the chunks received but not yielded, and the round-robin position; a
-resumed runner needs the same ``num_workers`` and ``shard``. A worker that dies cannot be
-restarted where it was (its state is gone with it): :class:`~dataflow.errors.WorkerDied`.
+resumed runner needs the same ``num_workers`` and ``shard``.
+
+A worker that dies (its process killed, its node lost) is replaced, up to ``max_restarts``
+times per worker: the new actor starts from the dead one's last snapshot (its flow state,
+taken every ``snapshot_every`` pulls) and replays the pulls received since, so it stands
+exactly where the dead one stood for the consumer; the pulls in flight are sent again. In
+both modes nothing is lost or repeated, if the flow is deterministic from its seed and
+state (else the replay fails with a clear error). Beyond the limit:
+:class:`~dataflow.errors.WorkerDied`. See :mod:`._restart`.
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -34,14 +40,13 @@ from .. import seeding
 from .._checks import check_int, check_timeout
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, LengthUnknownError, StateError, WorkerDied
+from ..errors import DataFlowNotReset, LengthUnknownError, StateError
 from ..parallel import _messages as msg
-from ._connect import actor_options, connected_ray, ray_module
-from ._flow_actor import FlowActor, Pulled
+from ._connect import actor_options, connected_ray
+from ._flow_actor import FlowActor, Start
+from ._workers import Workers
 
 __all__ = ["RayRunner"]
-
-_POLL_S = 1.0
 
 
 class RayRunner(DataFlow):
@@ -59,6 +64,14 @@ class RayRunner(DataFlow):
         timeout: seconds to wait for a worker's chunk before ``TimeoutError``.
         ray_remote_args: Ray actor options (``num_cpus``, ``resources``,
             ``scheduling_strategy``, ...) to place the workers.
+        max_restarts: how many times a dead worker is replaced (resuming where it stood);
+            beyond, :class:`~dataflow.errors.WorkerDied`.
+        snapshot_every: pulls between two snapshots of a worker's flow state, which bound
+            the replay of a replaced worker (``None``: never; it replays from its start).
+            Each is a ``state_dict()`` sent to the consumer: raise it when that is large
+            (big shuffle buffers).
+        copy: ``True`` gives owned, writable arrays; by default arrays of 100 KiB and more
+            are read-only views of Ray's object store (no copy on receive).
     """
 
     def __init__(
@@ -72,6 +85,9 @@ class RayRunner(DataFlow):
         seed: int | None = None,
         timeout: float | None = None,
         ray_remote_args: dict[str, Any] | None = None,
+        max_restarts: int = 3,
+        snapshot_every: int | None = 32,
+        copy: bool = False,
     ) -> None:
         stage = type(self).__name__
         if not isinstance(flow, DataFlow) and not callable(flow):
@@ -86,13 +102,19 @@ class RayRunner(DataFlow):
         self.pulls_ahead = check_int(stage, "prefetch", prefetch)
         self.seed = seeding.check_seed(stage, seed)
         self.timeout = check_timeout(stage, timeout)
+        self.max_restarts = check_int(stage, "max_restarts", max_restarts, minimum=0)
+        self.snapshot_every = (
+            None if snapshot_every is None else check_int(stage, "snapshot_every", snapshot_every)
+        )
+        self.copy = bool(copy)
+        # the runner replaces dead workers itself (Ray would restart one from scratch)
         self._options = actor_options(stage, ray_remote_args, max_restarts=0)
         self.ray_remote_args = dict(ray_remote_args or {})
         self._guard = ReentrancyGuard(stage)
-        self._actors: list[Any] = []
-        self._pids: list[int] = []
+        self._workers = Workers(
+            stage, self.num_workers, self.chunk, self.timeout, self.max_restarts, self.snapshot_every, copy
+        )
         self._length: int | None = None
-        self._inflight: list[deque[Any]] = []
         self._fresh_state()
 
     def _fresh_state(self) -> None:
@@ -108,11 +130,12 @@ class RayRunner(DataFlow):
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles (empty before ``reset_state``/after ``close``)."""
-        return list(self._actors)
+        return list(self._workers.actors)
 
     @property
     def worker_pids(self) -> list[int]:
-        return list(self._pids)
+        """The workers' process ids (on their nodes; a replaced worker's is the new one)."""
+        return list(self._workers.pids)
 
     # -- lifecycle ------------------------------------------------------------------------
     def reset_state(self) -> None:
@@ -132,23 +155,24 @@ class RayRunner(DataFlow):
         # a worker whose pass had ended (the consumer may not have reached that chunk yet)
         # waits for the next pass instead of starting one on its next pull
         waiting = [self.sharded and (self._ended[i] or any(e for _, e in self._queues[i])) for i in range(n)]
-        self._actors = [
-            cls.remote(source, i, n, self.sharded, seed, (self._pass, waiting[i], states[i]))
-            for i in range(n)
-        ]
-        self._inflight = [deque() for _ in range(n)]
+        starts: list[Start] = [(self._pass, waiting[i], states[i]) for i in range(n)]
+
+        def make(i: int, start: Start) -> Any:
+            return cls.remote(source, i, n, self.sharded, seed, start)
+
         try:
-            self._pids = [self._get(i, a.pid.remote(), "to start") for i, a in enumerate(self._actors)]
-            self._length = self._ask_length(ray)
+            self._workers.start(make, starts)
+            self._length = self._ask_length()
         except BaseException:
             self._stop()
             raise
         for w in range(n):
             self._top_up(w)
 
-    def _ask_length(self, ray: Any) -> int | None:
+    def _ask_length(self) -> int | None:
         wanted = range(self.num_workers) if self.sharded else range(1)
-        lengths = [self._get(i, self._actors[i].length.remote(), "len()") for i in wanted]
+        workers = self._workers
+        lengths = [workers.get(i, workers.actors[i].length.remote(), "len()") for i in wanted]
         for answer in lengths:
             if isinstance(answer, msg.ErrorRecord):
                 raise msg.error_for(type(self).__name__, answer)
@@ -157,14 +181,16 @@ class RayRunner(DataFlow):
     def __len__(self) -> int:
         if self._length is not None:
             return self._length
-        if self._actors or not isinstance(self.flow, DataFlow):
+        if self._workers.actors or not isinstance(self.flow, DataFlow):
             raise LengthUnknownError(
                 f"{type(self).__name__}: the length is known once reset_state() asked the workers"
-                if not self._actors
+                if not self._workers.actors
                 else f"{type(self).__name__}: the flow has no length"
             )
-        return len(self.flow) if not self.sharded else sum(
-            len(self.flow.shard(self.num_workers, i)) for i in range(self.num_workers)
+        return (
+            len(self.flow)
+            if not self.sharded
+            else sum(len(self.flow.shard(self.num_workers, i)) for i in range(self.num_workers))
         )
 
     def close(self) -> None:
@@ -172,48 +198,27 @@ class RayRunner(DataFlow):
         self._stop()
 
     def _stop(self) -> None:
-        actors, self._actors, self._inflight, self._pids = self._actors, [], [], []
-        ray = ray_module(type(self).__name__) if actors else None
-        if ray is not None and ray.is_initialized():
-            for actor in actors:
-                ray.kill(actor, no_restart=True)
+        self._workers.stop()
 
     # -- pulling --------------------------------------------------------------------------
     def _top_up(self, w: int) -> None:
-        inflight = self._inflight[w]
         if self.sharded and self._ended[w]:
             return
-        while len(inflight) < self.pulls_ahead:
-            inflight.append(self._actors[w].pull.remote(self._pass, self.chunk))
-
-    def _get(self, w: int, ref: Any, doing: str) -> Any:
-        ray = ray_module(type(self).__name__)
-        start = time.monotonic()
-        while True:
-            try:
-                return ray.get(ref, timeout=_POLL_S)
-            except ray.exceptions.GetTimeoutError:
-                if self.timeout is not None and time.monotonic() - start >= self.timeout:
-                    raise TimeoutError(
-                        f"{type(self).__name__}: worker {w} did not answer {doing} within "
-                        f"timeout={self.timeout}s (resources: {ray.available_resources()})"
-                    ) from None
-            except ray.exceptions.RayActorError as e:
-                pid = self._pids[w] if w < len(self._pids) else None
-                raise WorkerDied(
-                    f"{type(self).__name__}: Ray worker {w} (pid {pid}) died; its copy of the flow "
-                    f"is lost. Ray says: {(str(e).strip().splitlines() or [type(e).__name__])[0]}",
-                    pid=pid,
-                ) from e
+        while len(self._workers.inflight[w]) < self.pulls_ahead:
+            self._workers.pull(w, self._pass)
 
     def _receive(self, w: int) -> None:
-        """Receive worker ``w``'s oldest pull into its queue (stale passes dropped)."""
-        pulled: Pulled = self._get(w, self._inflight[w].popleft(), "a pull")
-        gen, kind, payload, ended = pulled
-        if kind == msg.ERROR:
-            raise msg.error_for(type(self).__name__, payload)
-        if not self.sharded or gen == self._pass:
-            self._queues[w].append((payload, ended))
+        """Receive worker ``w``'s oldest pull into its queue (stale passes dropped; nothing
+        when the worker had died and was replaced: its pulls are in flight again)."""
+        got = self._workers.receive(w)
+        if got is not None:
+            gen, items, ended = got
+            if not self.sharded or gen == self._pass:
+                self._queues[w].append((items, ended))
+
+    def _drain(self, w: int) -> None:
+        while self._workers.inflight[w]:
+            self._receive(w)
 
     def _next_chunk(self) -> list[Any] | None:
         """The next chunk in round-robin order; ``None`` when a sharded pass is over."""
@@ -235,7 +240,7 @@ class RayRunner(DataFlow):
 
     # -- epochs ---------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
-        if not self._actors:
+        if not self._workers.actors:
             raise DataFlowNotReset(
                 f"{type(self).__name__} was iterated before reset_state() (or after close()); "
                 f"call reset_state() once in the process that iterates"
@@ -269,11 +274,11 @@ class RayRunner(DataFlow):
     def _snapshot(self) -> list[Any]:
         """Every worker's flow state right after the pulls already sent (whose chunks are
         received into the queues meanwhile)."""
-        refs = [actor.state.remote() for actor in self._actors]
-        for w, inflight in enumerate(self._inflight):
-            while inflight:
-                self._receive(w)
-        states = [self._get(w, ref, "state_dict()") for w, ref in enumerate(refs)]
+        workers = self._workers
+        asked = [(actor, actor.state.remote()) for actor in workers.actors]
+        for w in range(self.num_workers):
+            self._drain(w)
+        states = [workers.state(w, actor, ref, self._drain) for w, (actor, ref) in enumerate(asked)]
         for state in states:
             if isinstance(state, msg.ErrorRecord):
                 raise msg.error_for(type(self).__name__, state)
@@ -283,10 +288,13 @@ class RayRunner(DataFlow):
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
-        states = self._snapshot() if self._actors else (self._loaded or ([None] * self.num_workers, []))[0]
+        saved = self._loaded or ([None] * self.num_workers, [])
+        states = self._snapshot() if self._workers.actors else saved[0]
         queues = [
-            [{"items": encode_items(stage, items, "datapoints received") if items else None, "ended": e}
-             for items, e in queue]
+            [
+                {"items": encode_items(stage, items, "datapoints received") if items else None, "ended": e}
+                for items, e in queue
+            ]
             for queue in self._queues
         ]
         current = list(self._current)
@@ -322,7 +330,7 @@ class RayRunner(DataFlow):
         self.__dict__.pop("_resume", None)
         if live:  # else the next __iter__ begins an epoch (a new pass, in shard mode)
             self._resume = int_field(stage, state, "yielded", 0)
-        was_running = bool(self._actors)
+        was_running = bool(self._workers.actors)
         self._loaded = (workers, self._ended)
         if was_running:  # loaded after reset_state: start the workers again from it
             self.reset_state()

@@ -3,6 +3,8 @@ pass over the data; errors and dead workers are clear; close() leaves no actor."
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from dataflow import DataFromList, MapData
@@ -81,14 +83,89 @@ def test_an_error_in_the_flow_is_raised_as_the_users_type() -> None:
         df.close()
 
 
-def test_a_dead_worker_is_a_clear_error() -> None:
-    df = RayRunner(MapData(_src(200), _funcs.slow_double), 2, chunk=2)
+def merged(shards: list[list], chunk: int) -> list:
+    """The round-robin merge, chunk by chunk, of equal-length shard streams."""
+    out: list = []
+    for start in range(0, len(shards[0]), chunk):
+        for shard in shards:
+            out += shard[start : start + chunk]
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:ShardData. sharding by position")
+def test_killed_sharded_worker_resumes_its_shard_from_its_snapshot() -> None:
+    flow = _src(48).shuffle(6, seed=2).map(_funcs.double)
+    local = []
+    for i in range(2):  # the reference: each shard read here, two passes
+        shard = flow.shard(2, i)
+        shard.reset_state()
+        local.append([list(shard) for _ in range(2)])
+    expected = [merged([local[0][e], local[1][e]], 4) for e in range(2)]
+    df = RayRunner(flow, 2, shard=True, chunk=4, snapshot_every=2, timeout=60)
     df.reset_state()
     try:
-        with pytest.raises(WorkerDied, match="Ray worker 1 .* died"):
+        first_pids, first_actors = df.worker_pids, df.actors
+        got = []
+        for e, kill_at in enumerate([13, 30]):  # worker 1 mid-pass, then worker 0 late in a pass
+            epoch = []
+            for i, dp in enumerate(df):
+                epoch.append(dp)
+                if i == kill_at:
+                    ray.kill(df.actors[1 - e])
+            got.append(epoch)
+        assert got == expected  # nothing lost or repeated, same order
+        assert all(a != b for a, b in zip(df.worker_pids, first_pids))  # both were replaced
+        actors = first_actors + df.actors
+    finally:
+        df.close()
+    assert_actors_gone(actors, first_pids + df.worker_pids)
+
+
+def test_killed_copy_is_replayed_from_its_start_without_snapshots() -> None:
+    df = RayRunner(_funcs.build_counter_flow, 2, chunk=7, snapshot_every=None, timeout=60)
+    df.reset_state()
+    first_pid = df.worker_pids[0]
+    try:
+        epochs = []
+        for e in range(4):
+            epoch = []
+            for i, dp in enumerate(df):
+                epoch.append(dp[0])
+                if (e, i) == (2, 5):
+                    ray.kill(df.actors[0])
+            epochs.append(epoch)
+        assert df.worker_pids[0] != first_pid
+    finally:
+        df.close()
+    chunks = [list(range(0, 7)), list(range(7, 14)), list(range(14, 20))] * 3
+    merged_copies = [i for c in chunks for i in c + c]
+    assert [i for e in epochs for i in e] == merged_copies[:80]
+
+
+def test_a_dead_worker_beyond_max_restarts_is_a_clear_error() -> None:
+    df = RayRunner(MapData(_src(200), _funcs.slow_double), 2, chunk=2, max_restarts=0)
+    df.reset_state()
+    try:
+        with pytest.raises(WorkerDied, match=r"Ray worker 1 .* died.*max_restarts=0"):
             for i, _ in enumerate(df):
                 if i == 3:
                     ray.kill(df.actors[1])
+    finally:
+        df.close()
+
+
+def test_a_flow_that_replays_differently_is_a_clear_error(tmp_path) -> None:
+    build = functools.partial(_funcs.build_growing_flow, str(tmp_path / "builds"))
+    df = RayRunner(build, 1, chunk=3, timeout=60)
+    df.reset_state()
+    try:
+        received = 0
+        with pytest.raises(RuntimeError, match="replaying the lost worker's stream gave 3 datapoints"):
+            for _ in range(6):  # epochs of 5
+                for _dp in df:
+                    received += 1
+                    if received == 7:
+                        ray.kill(df.actors[0])
     finally:
         df.close()
 

@@ -1,0 +1,159 @@
+"""The Ray actors behind a :class:`~dataflow.on_ray.RayRunner`: one
+:class:`~._flow_actor.FlowActor` per worker, pulled with a few pulls in flight, and replaced
+where it stood when it dies (see :mod:`._restart`). The runner merges what they send.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import WorkerDied
+from ..parallel import _messages as msg
+from ._connect import ray_module
+from ._flow_actor import Pulled, Start
+from ._owned import owned
+from ._restart import Lineage
+from ._wire import unpack
+
+__all__ = ["Workers"]
+
+_POLL_S = 1.0  # how often a wait wakes up to check the timeout
+
+
+class Workers:
+    """``num`` flow actors of one runner (``stage`` names it in errors)."""
+
+    def __init__(
+        self,
+        stage: str,
+        num: int,
+        chunk: int,
+        timeout: float | None,
+        max_restarts: int,
+        snapshot_every: int | None,
+        copy: bool,
+    ) -> None:
+        self.stage, self.num, self.chunk, self.timeout = stage, num, chunk, timeout
+        self.max_restarts, self.snapshot_every, self.copy = max_restarts, snapshot_every, copy
+        self.actors: list[Any] = []
+        self.pids: list[int] = []
+        self.inflight: list[deque[tuple[int, Any]]] = []  # (pass sent for, ref) per worker
+        self.lineage: list[Lineage] = []
+        self._make: Callable[[int, Start], Any] | None = None
+
+    def start(self, make: Callable[[int, Start], Any], starts: list[Start]) -> None:
+        """Create the actors (``make(i, start)``) and wait until each runs."""
+        self._make = make
+        self.actors = [make(i, start) for i, start in enumerate(starts)]
+        self.lineage = [Lineage(start) for start in starts]
+        self.inflight = [deque() for _ in starts]
+        self.pids = [self.get(i, a.pid.remote(), "to start") for i, a in enumerate(self.actors)]
+
+    def stop(self) -> None:
+        """Kill every actor (idempotent)."""
+        actors, self.actors, self.inflight, self.pids, self.lineage = self.actors, [], [], [], []
+        self._make = None
+        ray = ray_module(self.stage) if actors else None
+        if ray is not None and ray.is_initialized():
+            for actor in actors:
+                ray.kill(actor, no_restart=True)
+
+    def get(self, w: int, ref: Any, doing: str) -> Any:
+        """Worker ``w``'s answer ``ref``; ``TimeoutError`` past the timeout, ``WorkerDied``
+        when the actor is gone."""
+        ray = ray_module(self.stage)
+        start = time.monotonic()
+        while True:
+            try:
+                return ray.get(ref, timeout=_POLL_S)
+            except ray.exceptions.GetTimeoutError:
+                if self.timeout is not None and time.monotonic() - start >= self.timeout:
+                    raise TimeoutError(
+                        f"{self.stage}: worker {w} did not answer {doing} within "
+                        f"timeout={self.timeout}s (resources: {ray.available_resources()})"
+                    ) from None
+            except ray.exceptions.RayActorError as e:
+                pid = self.pids[w] if w < len(self.pids) else None
+                raise WorkerDied(
+                    f"{self.stage}: Ray worker {w} (pid {pid}) died; its copy of the flow "
+                    f"is lost. Ray says: {(str(e).strip().splitlines() or [type(e).__name__])[0]}",
+                    pid=pid,
+                ) from e
+
+    def pull(self, w: int, gen: int) -> None:
+        """Send worker ``w`` one more pull, for pass ``gen``."""
+        self.inflight[w].append((gen, self.actors[w].pull.remote(gen, self.chunk)))
+
+    def receive(self, w: int) -> tuple[int, list[Any], bool] | None:
+        """Worker ``w``'s oldest pull: ``(pass, datapoints, pass ended)``; ``None`` when the
+        worker had died and was replaced (its lost pulls are in flight again)."""
+        sent_gen, ref = self.inflight[w][0]
+        try:
+            pulled: Pulled = self.get(w, ref, "a pull")
+        except WorkerDied as died:
+            self.replace(w, died)
+            return None
+        self.inflight[w].popleft()
+        gen, kind, payload, ended = pulled
+        if kind == msg.ERROR:
+            raise msg.error_for(self.stage, payload)
+        items = unpack(payload)
+        lineage = self.lineage[w]
+        lineage.record(sent_gen, self.chunk, len(items), ended)
+        self._snapshot_step(w, lineage)
+        return gen, (owned(items) if self.copy else items), ended
+
+    def state(self, w: int, actor: Any, ref: Any, drain: Callable[[int], None]) -> Any:
+        """Worker ``w``'s answer to ``state()`` sent to ``actor``; asked again of the new
+        worker if ``actor`` died and was replaced. ``drain(w)`` receives the pulls in flight
+        first (the state is the one right after them)."""
+        while True:
+            drain(w)
+            if self.actors[w] is actor:
+                try:
+                    return self.get(w, ref, "state_dict()")
+                except WorkerDied as died:
+                    self.replace(w, died)
+            actor = self.actors[w]
+            ref = actor.state.remote()
+
+    def _snapshot_step(self, w: int, lineage: Lineage) -> None:
+        """Adopt worker ``w``'s pending snapshot once served; ask for one when due."""
+        if lineage.pending is not None and lineage.served():
+            answer = self.get(w, lineage.pending[0], "a snapshot")
+            lineage.adopt(None if isinstance(answer, msg.ErrorRecord) else answer)
+        elif lineage.pending is None and lineage.snapshots and self.snapshot_every is not None:
+            if lineage.received >= self.snapshot_every:
+                lineage.asked(self.actors[w].snapshot.remote(), len(self.inflight[w]))
+
+    def replace(self, w: int, died: WorkerDied) -> None:
+        """Replace dead worker ``w`` by one standing where it stood, or raise ``died``."""
+        lineage = self.lineage[w]
+        lineage.lost()
+        while True:
+            lineage.restarts += 1
+            if lineage.restarts > self.max_restarts or self._make is None:
+                raise WorkerDied(
+                    f"{died} It was replaced {self.max_restarts} time(s) already "
+                    f"(max_restarts={self.max_restarts}); resume from your last checkpoint",
+                    pid=died.pid,
+                ) from died.__cause__
+            ray_module(self.stage).kill(self.actors[w], no_restart=True)
+            self.actors[w] = actor = self._make(w, lineage.start)
+            try:
+                self.pids[w] = self.get(w, actor.pid.remote(), "to start again")
+                answer = self.get(w, actor.replay.remote(lineage.replay()), "the replay")
+            except WorkerDied as again:
+                died = again
+                continue
+            if isinstance(answer, msg.ErrorRecord):
+                raise msg.error_for(self.stage, answer)
+            break
+        inflight = self.inflight[w]
+        lost = [gen for gen, _ in inflight]
+        inflight.clear()
+        for gen in lost:  # sent again, in order, with the pass each was sent for
+            self.pull(w, gen)
