@@ -29,15 +29,15 @@ from . import _messages as msg
 from ._autotune import (
     AUTO_BUFFER_PER_WORKER,
     WORKER_BYTES,
-    AutoWorkers,
     WorkerPlan,
     available_cores,
     memory_bound_workers,
 )
+from ._autoworkers import AutoBuffer, AutoWorkers
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._options import WorkerOptions
-from ._pool import ProcessPool, worker_link
+from ._pool import DEFAULT_SHM_BYTES, ProcessPool, worker_link
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
 
@@ -94,11 +94,15 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             measures its map time and its consumer's own time per datapoint, and starts
             workers (up to the cores this process may use, bounded by the memory available)
             only when they pay; it then uses one worker more or fewer as the consumer's
-            waiting shows. A cheap map stays in-process: no process is started. Decisions
-            are logged at debug level on ``dataflow.autotune``.
+            waiting shows. Every move is checked against the throughput measured before it
+            and undone if it lost, and workers slower than the measured in-process rate
+            (a loaded machine) give way to it. A cheap map stays in-process: no process is
+            started. Decisions are logged at debug level on ``dataflow.autotune``.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer);
-            ``"auto"``: 128 per worker that may run.
+            ``"auto"``: 128 per worker that may run, fewer for large results (as many as
+            half the shared memory holds, at the measured bytes per datapoint; at least 2
+            per worker).
         strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
@@ -146,11 +150,14 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             cores = available_cores()
             most = max(1, min(cores, memory_bound_workers(WORKER_BYTES)))
             self._auto = AutoWorkers(WorkerPlan(stage, most, cores))
-            self._inline: deque[tuple[TaskId, bytes, Any]] = deque()
         else:
             most = check_int(stage, "num_proc", _not_str(stage, "num_proc", num_proc))
-        size = AUTO_BUFFER_PER_WORKER * most if buffer_size == "auto" else buffer_size
-        size = _not_str(stage, "buffer_size", size)
+        self._inline: deque[tuple[TaskId, list[Any], RngKey]] = deque()  # tasks to map here
+        self._abuf: AutoBuffer | None = None
+        if buffer_size == "auto":
+            self._abuf = AutoBuffer(stage, AUTO_BUFFER_PER_WORKER * most, DEFAULT_SHM_BYTES // 2)
+            buffer_size = self._abuf.most
+        size = _not_str(stage, "buffer_size", buffer_size)
         super().__init__(ds, map_func, size, strict, ordered, options.timeout, chunk, item_rng, seed)
         self.num_proc: int | str = num_proc if self._auto is not None else most
         self._most = most  # workers started (all of them used, unless num_proc="auto")
@@ -172,7 +179,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             self._inline.clear()
             auto.restart(time.perf_counter())
             if not auto.parallel:
-                return  # maps in-process until the probe says workers pay
+                return  # maps in-process until the measurements say workers pay
             self._active = auto.plan.workers
         self._start_pool()
 
@@ -183,6 +190,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._pool = pool = ProcessPool(self.options, _map_worker, args, {"map_func": self.map_func})
         self._load = [0] * n
         self._tuner.cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
+        if self._abuf is not None and pool.ring_bytes:
+            self._abuf.budget = pool.ring_bytes // 2  # results in flight stay in shared memory
         try:
             ready: set[int] = set()
             while len(ready) < n:  # a ROUTER drops messages to unknown peers
@@ -201,8 +210,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         return self._pool
 
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
-        if self._pool is None and self._auto is not None:
-            self._submit_inline(task_id, chunk, rng_key, self._auto)
+        if self._auto is not None and not self._auto.parallel:
+            self._inline.append((task_id, chunk, rng_key))  # mapped when its result is wanted
             return
         pool = self._live_pool()
         load = self._load
@@ -218,36 +227,55 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
         load[worker] += 1
 
-    def _submit_inline(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey, auto: AutoWorkers) -> None:
-        """``num_proc="auto"`` before workers pay: map here, measuring (see ``_autotune``)."""
+    def _map_inline(self, auto: AutoWorkers) -> tuple[TaskId, bytes, Any]:
+        """``num_proc="auto"`` while in-process is faster: map the oldest task here, measuring
+        (see ``_autoworkers``); may start (or return to) the workers for the next tasks."""
+        task_id, chunk, rng_key = self._inline.popleft()
         t0 = time.perf_counter()
         try:
-            self._inline.append((task_id, msg.DATA, _apply(self.map_func, chunk, rng_key)))
+            kind, out = msg.DATA, _apply(self.map_func, chunk, rng_key)
         except Exception as e:
-            where = "map_func (in-process: num_proc='auto' found no gain in workers yet)"
-            self._inline.append((task_id, msg.ERROR, msg.capture_error(e, where, same_process=True)))
+            where = "map_func (in-process: num_proc='auto' found it faster than workers)"
+            kind, out = msg.ERROR, msg.capture_error(e, where, same_process=True)
         now = time.perf_counter()
         self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
         if auto.mapped_inline(len(chunk), now - t0, now):
             self._active = auto.plan.workers
-            self._start_pool()  # the next tasks go to the workers; results here come first
+            if self._pool is None:
+                self._start_pool()
+            queued, self._inline = self._inline, deque()
+            for task in queued:  # the tasks waiting here go to the workers too, in order
+                self._submit(*task)
             auto.restart(time.perf_counter())
+        return task_id, kind, out
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
-        if self._auto is not None:
-            if self._inline:
-                return self._inline.popleft()
-            t0 = time.perf_counter()
+        auto, abuf = self._auto, self._abuf
+        if auto is None and abuf is None:
             worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
-            now = time.perf_counter()
-            new = self._auto.waited(now - t0, now)
-            if new is not None:
-                self._active = new
-        else:
-            worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
+            self._load[worker] -= 1
+            if busy:
+                self._tuner.observe(self._flight.get(task_id, 0), busy[0])
+            return task_id, kind, payload
+        if auto is not None and self._inline:
+            return self._map_inline(auto)
+        sizes: list[int] | None = [] if abuf is not None else None
+        t0 = time.perf_counter()
+        worker, kind, (task_id, payload, *busy) = self._live_pool().recv(sizes=sizes)
+        now = time.perf_counter()
         self._load[worker] -= 1
+        items = self._flight.get(task_id, 0)
         if busy:
-            self._tuner.observe(self._flight.get(task_id, 0), busy[0])
+            self._tuner.observe(items, busy[0])
+        if auto is not None and auto.parallel:
+            new = auto.received(items, now - t0, now)
+            if new:  # 0: the next tasks are mapped here; the workers idle until needed again
+                self._active = new
+        if abuf is not None and sizes:
+            size = abuf.observe(items, sizes[0], self._active)
+            if size is not None:
+                self.buffer_size = size
+                self._tuner.cap = max(1, size // (2 * self._active))
         return task_id, kind, payload
 
     def _stop(self) -> None:

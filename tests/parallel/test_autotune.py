@@ -11,11 +11,11 @@ import pytest
 import dataflow as D
 from dataflow.parallel._autotune import (
     TASK_SECONDS,
-    AutoWorkers,
     ChunkTuner,
     WorkerPlan,
     memory_bound_workers,
 )
+from dataflow.parallel._autoworkers import AutoBuffer, AutoWorkers
 from tests.checkpoint._harness import check_resume
 
 pytestmark = pytest.mark.timeout(240)
@@ -215,10 +215,100 @@ def test_waiting_consumer_gets_another_worker_per_window() -> None:
     a = _auto(most=3, cores=4)
     a.plan.workers = 1
     a.restart(0.0)
-    assert a.waited(0.3, 0.3) is None  # window not over
-    assert a.waited(0.2, a.window) == 2  # waited the whole window
-    assert a.waited(0.0, 2 * a.window) is None  # never waited, but a core is left: keep
-    assert a.waited(0.4, 3 * a.window) == 3
+    w = a.window
+    assert a.received(100, 0.3, 0.3) is None  # window not over
+    assert a.received(100, 0.2, w) == 2  # waited the whole window
+    assert a.received(400, 0.0, 2 * w) is None  # 2 workers faster (and never waited): keep
+    assert a.received(400, 0.4, 3 * w) == 3
+
+
+def _parallel_after_probe(a: AutoWorkers, per_item: float = 0.005) -> float:
+    """Probe in-process at ``per_item`` s per datapoint until workers are chosen; the time."""
+    a.restart(0.0)
+    t = 0.0
+    while True:
+        t += per_item
+        if a.mapped_inline(1, per_item, t):
+            return t
+
+
+def test_workers_slower_than_in_process_give_way_and_are_tried_again_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)  # in-process: 200/s
+    assert a.plan.workers == 2 and a.rates[0] == pytest.approx(200, rel=0.05)
+    a.restart(t)
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"):
+        # a loaded machine: the workers deliver 150/s, below in-process: the move is undone
+        assert a.received(75, 0.4, t + a.window) == 0
+    assert not a.parallel
+    assert any("back to in-process" in r.getMessage() for r in caplog.records)
+    t += a.window
+    went = []
+    for _ in range(2000):  # in-process windows; the model keeps proposing workers
+        t += 0.005
+        went.append(a.mapped_inline(1, 0.005, t))
+    first = went.index(True) * 0.005
+    assert a.retry <= first <= a.retry + 2 * a.window  # not before the retry delay
+
+
+def test_repeated_losses_double_the_retry_delay() -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)
+    delays = []
+    for _ in range(3):
+        a.restart(t)
+        t += a.window
+        assert a.received(50, 0.45, t) == 0  # 100/s: slower than in-process, undone
+        lost_at = t
+        while not a.mapped_inline(1, 0.005, t + 0.005):
+            t += 0.005
+        t += 0.005
+        delays.append(t - lost_at)
+    assert delays[1] > 1.6 * delays[0] and delays[2] > 1.6 * delays[1]
+
+
+def test_workers_that_win_stay_and_fall_back_when_the_load_rises() -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)
+    a.restart(t)
+    for _ in range(4):  # 380/s > 200/s in-process: kept
+        t += a.window
+        assert a.received(190, 0.3, t) is None
+    assert a.parallel
+    t += a.window
+    assert a.received(60, 0.45, t) == 0  # then 120/s: below in-process, maps in-process
+    assert not a.parallel
+
+
+def test_a_losing_extra_worker_is_undone() -> None:
+    a = _auto(most=3, cores=4)
+    a.plan.workers = 2
+    a.restart(0.0)
+    w = a.window
+    assert a.received(200, 0.4, w) == 3  # waited: one more
+    assert a.received(150, 0.4, 2 * w) == 2  # the third made it slower: back to 2
+    assert a.received(200, 0.4, 3 * w) is None  # 3 is not tried again yet
+
+
+# -- AutoBuffer -----------------------------------------------------------------------------
+
+
+def test_auto_buffer_fits_large_results_in_the_budget(caplog: pytest.LogCaptureFixture) -> None:
+    b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"):
+        assert b.observe(1, 10 * 2**20, workers=2) == 12  # 10 MiB results: 12 in 128 MiB
+    assert any("buffer_size 256 -> 12" in r.getMessage() for r in caplog.records)
+    assert b.observe(1, 10 * 2**20, workers=2) is None
+    huge = AutoBuffer("M", most=256, budget_bytes=2**20)
+    assert huge.observe(1, 2**30, workers=3) == 6  # never under 2 per worker
+
+
+def test_auto_buffer_keeps_its_maximum_for_small_results() -> None:
+    b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
+    assert b.observe(64, 64 * 100, workers=2) is None
+    assert b.current == 256
 
 
 # -- the process map with num_proc="auto" ---------------------------------------------------
@@ -279,3 +369,38 @@ def test_bad_num_proc_is_refused() -> None:
         D.MultiProcessMapDataZMQ(src, "many", inc)
     with pytest.raises(ValueError, match="buffer_size"):
         D.MultiProcessMapDataZMQ(src, 2, inc, buffer_size="big")
+
+
+def test_auto_map_falls_back_in_process_and_keeps_order() -> None:
+    with _num_auto(slow_inc, 150) as df:
+        df.reset_state()
+        auto = df._auto
+        out = []
+        went_back = False
+        for dp in df:
+            out.append(dp[0])
+            if auto.parallel and len(out) >= 20 and not went_back:
+                auto.rates[0] = 1e9  # as if in-process had been measured faster
+                auto.window, auto.retry = 0.05, 600.0
+                went_back = True
+        assert out == list(range(1, 151))
+        assert went_back and not auto.parallel and df.worker_pids  # workers idle, kept
+        auto.rates.clear()
+        assert [dp[0] for dp in df] == list(range(1, 151))  # the next epoch is whole too
+
+
+def big_array(dp: list[int]) -> list[Any]:
+    import numpy as np
+
+    return [dp[0], np.full(2**20, dp[0] % 256, dtype=np.uint8)]
+
+
+def test_auto_buffer_shrinks_for_large_results() -> None:
+    src = D.DataFromList([[i] for i in range(60)], shuffle=False)
+    with D.MultiProcessMapDataZMQ(src, 1, big_array, buffer_size="auto", strict=True, ordered=True,
+                                  timeout=60, shm_bytes=16 * 2**20) as df:
+        df.reset_state()
+        assert df.buffer_size == 128
+        got = [(dp[0], int(dp[1][0])) for dp in df]
+        assert got == [(i, i % 256) for i in range(60)]
+        assert 2 <= df.buffer_size <= 8  # 8 MiB of results in flight at 1 MiB each
