@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Container
+from collections.abc import Collection
 from dataclasses import dataclass
 
 __all__ = [
@@ -139,7 +139,7 @@ class WorkerPlan:
             rate = min(rate, max(free, 0.1) / max(work, 1e-9))
         return rate
 
-    def decide(self, work: float, own: float, quiet: bool = False, avoid: Container[int] = ()) -> int:
+    def decide(self, work: float, own: float, quiet: bool = False, avoid: Collection[int] = ()) -> int:
         """The worker count for a map costing ``work`` s per datapoint when the consumer's own
         part costs ``own`` s per datapoint (both measured in-process); sets :attr:`workers`.
         ``quiet``: log only if the decision differs from the current one. Counts in
@@ -164,7 +164,7 @@ class WorkerPlan:
         )
         return best
 
-    def adjust(self, wait_fraction: float, avoid: Container[int] = ()) -> int:
+    def adjust(self, wait_fraction: float, avoid: Collection[int] = ()) -> int:
         """After a measuring window in which the consumer spent ``wait_fraction`` of its time
         waiting for results: one worker more (waiting > 30%, room left), one fewer (waiting
         < 2% with more workers than leave the consumer a core), or unchanged; never to a

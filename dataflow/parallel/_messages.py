@@ -136,7 +136,9 @@ def _buffer(part: Any) -> Any:
     return part if isinstance(part, bytes) else part.buffer
 
 
-def decode(frames: list[Any], reader: RingReader | None = None, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:
+def decode(
+    frames: list[Any], reader: RingReader | None = None, sizes: list[int] | None = None
+) -> tuple[int, bytes, Any]:
     """``(worker, kind, obj)`` from the parts of one message (routing parts removed);
     ``reader`` resolves shared-memory descriptors. With ``sizes``, the message's payload
     size in bytes (shared-memory buffers included) is appended to it."""

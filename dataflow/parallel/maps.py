@@ -232,6 +232,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         (see ``_autoworkers``); may start (or return to) the workers for the next tasks."""
         task_id, chunk, rng_key = self._inline.popleft()
         t0 = time.perf_counter()
+        out: Any
         try:
             kind, out = msg.DATA, _apply(self.map_func, chunk, rng_key)
         except Exception as e:

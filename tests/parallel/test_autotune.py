@@ -404,3 +404,27 @@ def test_auto_buffer_shrinks_for_large_results() -> None:
         got = [(dp[0], int(dp[1][0])) for dp in df]
         assert got == [(i, i % 256) for i in range(60)]
         assert 2 <= df.buffer_size <= 8  # 8 MiB of results in flight at 1 MiB each
+
+
+# -- the thread map with chunk="auto" --------------------------------------------------------
+
+
+def _thread_map(func: Any = inc, size: int = 300, **kw: Any) -> D.DataFlow:
+    src = D.DataFromList([[i] for i in range(size)], shuffle=False)
+    return D.MultiThreadMapData(src, 2, func, buffer_size=40, strict=True, ordered=True, timeout=60, **kw)
+
+
+def test_thread_map_groups_a_cheap_map_and_gives_the_same_stream() -> None:
+    with _thread_map(drop_odd) as df:
+        df.reset_state()
+        for _ in range(2):
+            assert [dp[0] for dp in df] == list(range(0, 300, 2))
+        assert df._tuner.chunk == 10  # the cap: buffer_size / (2 * num_thread)
+    with _thread_map(drop_odd, chunk=1) as df:
+        df.reset_state()
+        assert [dp[0] for dp in df] == list(range(0, 300, 2))
+        assert df._tuner.chunk == 1
+
+
+def test_thread_map_groups_resume_exactly() -> None:
+    check_resume(lambda: _thread_map(drop_odd, size=120), epochs=2, max_cuts=8)
