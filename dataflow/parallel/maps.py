@@ -20,7 +20,7 @@ from typing import Any
 
 import zmq
 
-from .. import seeding
+from .. import _trace, seeding
 from .._checks import check_int
 from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerError
@@ -76,11 +76,11 @@ def _map_worker(
             _, _, (task_id, chunk, rng_key) = msg.recv(link.sock)
             t0 = clock()
             out = _apply(map_func, chunk, rng_key)
-            busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it
+            busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it (t0: traces)
             if batch_size and len(out) == batch_size:
-                link.send(msg.BATCH, (task_id, collate(stage, out), busy))
+                link.send(msg.BATCH, (task_id, collate(stage, out), busy, t0))
             else:
-                link.send(msg.DATA, (task_id, out, busy))
+                link.send(msg.DATA, (task_id, out, busy, t0))
         except BaseException as e:
             link.send(msg.ERROR, (task_id, msg.capture_error(e, where)))
 
@@ -239,6 +239,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             where = "map_func (in-process: num_proc='auto' found it faster than workers)"
             kind, out = msg.ERROR, msg.capture_error(e, where, same_process=True)
         now = time.perf_counter()
+        tr = _trace.current
+        if tr is not None:
+            tr.span(tr.stage_track(self), f"map in-process ({len(chunk)} datapoints)", t0, now)
         self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
         if auto.mapped_inline(len(chunk), now - t0, now):
             self._active = auto.plan.workers
@@ -251,8 +254,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         return task_id, kind, out
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
-        auto, abuf = self._auto, self._abuf
-        if auto is None and abuf is None:
+        auto, abuf, tr = self._auto, self._abuf, _trace.current
+        if auto is None and abuf is None and tr is None:
             worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
             self._load[worker] -= 1
             if busy:
@@ -268,6 +271,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         items = self._flight.get(task_id, 0)
         if busy:
             self._tuner.observe(items, busy[0])
+        if tr is not None:
+            self._trace_receive(tr, worker, t0, now, items, busy)
         if auto is not None and auto.parallel:
             new = auto.received(items, now - t0, now)
             if new:  # 0: the next tasks are mapped here; the workers idle until needed again
@@ -278,6 +283,17 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
                 self.buffer_size = size
                 self._tuner.cap = max(1, size // (2 * self._active))
         return task_id, kind, payload
+
+    def _trace_receive(
+        self, tr: _trace.Tracer, worker: int, t0: float, now: float, items: int, busy: list[float]
+    ) -> None:
+        """Trace spans: the consumer waiting for a result, the worker mapping its task."""
+        tr.span(tr.stage_track(self), "waiting for workers", t0, now, "wait")
+        if len(busy) >= 2:
+            pids = self._pool.pids if self._pool is not None else []
+            track = tr.worker_track(self, worker, pids[worker] if worker < len(pids) else None)
+            start = busy[1]
+            tr.worker_span(track, f"map {items} datapoint(s)", start, start + busy[0], {"datapoints": items})
 
     def _stop(self) -> None:
         with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed

@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from .. import _trace
 from .._checks import check_int, check_timeout
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
@@ -39,6 +40,7 @@ def _map_thread(
     func: Callable[..., Any],
     where: str,
     stop: threading.Event,
+    index: int = 0,
 ) -> None:
     """Map tasks until ``None`` or ``stop``. Waits with a timeout: a Ctrl-C in the consumer
     while it held the queue's condition can lose a wake-up, and a thread waiting without one
@@ -56,9 +58,9 @@ def _map_thread(
         try:
             out = _apply(func, chunk, rng_key)
         except BaseException as e:
-            results.put((task_id, msg.ERROR, msg.capture_error(e, where, same_process=True), 0.0))
-        else:  # the map time sizes the next tasks (ChunkTuner)
-            results.put((task_id, msg.DATA, out, clock() - t0))
+            results.put((task_id, msg.ERROR, msg.capture_error(e, where, same_process=True), 0.0, t0, index))
+        else:  # the map time sizes the next tasks (ChunkTuner); t0 and index: traces
+            results.put((task_id, msg.DATA, out, clock() - t0, t0, index))
 
 
 class MultiThreadMapData(ParallelMapBase):
@@ -99,7 +101,8 @@ class MultiThreadMapData(ParallelMapBase):
         for i in range(self.num_thread):
             t = threading.Thread(
                 target=_map_thread,
-                args=(self._tasks, self._results, self.map_func, f"map_func in thread {i}", self._stopping),
+                args=(self._tasks, self._results, self.map_func, f"map_func in thread {i}", self._stopping,
+                      i),
                 name=f"dataflow-map-{i}",
                 daemon=True,
             )
@@ -111,9 +114,18 @@ class MultiThreadMapData(ParallelMapBase):
         self._tasks.put((task_id, chunk, rng_key))
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
-        task_id, kind, payload, busy = get(self._results, type(self).__name__, self.timeout, self._threads)
+        tr = _trace.current
+        t0 = time.perf_counter() if tr is not None else 0.0
+        task_id, kind, payload, busy, start, index = get(
+            self._results, type(self).__name__, self.timeout, self._threads
+        )
+        items = self._flight.get(task_id, 0)
         if kind == msg.DATA:
-            self._tuner.observe(self._flight.get(task_id, 0), busy)
+            self._tuner.observe(items, busy)
+        if tr is not None:
+            tr.span(tr.stage_track(self), "waiting for threads", t0, time.perf_counter(), "wait")
+            track = tr.thread_track(self, index)
+            tr.worker_span(track, f"map {items} datapoint(s)", start, start + busy, {"datapoints": items})
         return task_id, kind, payload
 
     def _stop(self) -> None:
