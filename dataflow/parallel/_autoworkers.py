@@ -165,13 +165,15 @@ class AutoBuffer:
     run), and, once results have been seen, no more than fit in ``budget_bytes`` at the
     measured bytes per datapoint (large arrays: the shared-memory rings hold the results in
     flight; a buffer that overflows them sends the arrays over the socket instead, slower),
-    but never fewer than :attr:`floor_per_worker` per worker, so none waits for a task."""
+    but never fewer than :attr:`floor_per_worker` tasks (of ``unit`` datapoints: a batch of
+    ``MultiProcessMapAndBatchDataZMQ``) per worker, so none waits for a task."""
 
     floor_per_worker = 2
 
-    def __init__(self, stage: str, most: int, budget_bytes: int) -> None:
+    def __init__(self, stage: str, most: int, budget_bytes: int, unit: int = 1) -> None:
         self.stage = stage
-        self.most = most
+        self.unit = unit  # datapoints per task when fixed (a batch): the floor counts tasks
+        self.most = max(most, self.floor_per_worker * unit)
         self.budget = max(1, budget_bytes)
         self.current = most
         self.per_item: float | None = None  # bytes per datapoint (running estimate)
@@ -199,4 +201,4 @@ class AutoBuffer:
         if self.per_item is None or self.per_item <= 0:
             return self.most
         fit = int(self.budget / self.per_item)
-        return max(self.floor_per_worker * workers, min(self.most, fit))
+        return max(self.floor_per_worker * workers * self.unit, min(self.most, fit))

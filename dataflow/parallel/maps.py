@@ -155,7 +155,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._inline: deque[tuple[TaskId, list[Any], RngKey]] = deque()  # tasks to map here
         self._abuf: AutoBuffer | None = None
         if buffer_size == "auto":
-            self._abuf = AutoBuffer(stage, AUTO_BUFFER_PER_WORKER * most, DEFAULT_SHM_BYTES // 2)
+            unit = chunk if isinstance(chunk, int) else 1
+            self._abuf = AutoBuffer(stage, AUTO_BUFFER_PER_WORKER * most, DEFAULT_SHM_BYTES // 2, unit)
             buffer_size = self._abuf.most
         size = _not_str(stage, "buffer_size", buffer_size)
         super().__init__(ds, map_func, size, strict, ordered, options.timeout, chunk, item_rng, seed)

@@ -305,6 +305,13 @@ def test_auto_buffer_fits_large_results_in_the_budget(caplog: pytest.LogCaptureF
     assert huge.observe(1, 2**30, workers=3) == 6  # never under 2 per worker
 
 
+def test_auto_buffer_keeps_two_batches_per_worker() -> None:
+    b = AutoBuffer("M", most=256, budget_bytes=2**20, unit=64)  # MultiProcessMapAndBatchDataZMQ
+    assert b.observe(64, 64 * 2**20, workers=2) is None  # 1 MiB per datapoint: the floor holds
+    assert b.size(2) == 256 and b.size(3) == 384
+    assert AutoBuffer("M", most=8, budget_bytes=2**20, unit=64).most == 128
+
+
 def test_auto_buffer_keeps_its_maximum_for_small_results() -> None:
     b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
     assert b.observe(64, 64 * 100, workers=2) is None

@@ -36,7 +36,8 @@ def make_flow() -> D.DataFlow:
     src = D.DataFromList([[i] for i in range(400)], shuffle=False)
     mapped = D.MultiProcessMapDataZMQ(src.map(plus1), 2, slow, buffer_size=8, strict=True, ordered=True,
                                       timeout=60, chunk=1)
-    return D.MultiThreadMapData(mapped, 2, plus1, buffer_size=8, strict=True, ordered=True, timeout=60).batch(4)
+    threads = D.MultiThreadMapData(mapped, 2, plus1, buffer_size=8, strict=True, ordered=True, timeout=60)
+    return threads.batch(4)
 
 
 def load(path: Path) -> tuple[dict[tuple[int, int], str], dict[int, str], list[dict[str, Any]]]:
@@ -71,7 +72,8 @@ def by_track(events: list[dict[str, Any]]) -> dict[tuple[int, int], list[dict[st
 
 
 def within(inner: dict[str, Any], outer: dict[str, Any], slack: float = 1.0) -> bool:
-    return outer["ts"] - slack <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + slack
+    end, outer_end = inner["ts"] + inner["dur"], outer["ts"] + outer["dur"]
+    return outer["ts"] - slack <= inner["ts"] and end <= outer_end + slack
 
 
 def test_profile_trace_has_a_track_per_stage_and_worker_and_sensible_spans(tmp_path: Path) -> None:
@@ -84,8 +86,9 @@ def test_profile_trace_has_a_track_per_stage_and_worker_and_sensible_spans(tmp_p
     assert result.count == 60
     threads, procs, events = load(out)
     names = set(threads.values())
-    for label in ("#0 DataFromList", "#1 MapData(plus1)", "#2 MultiProcessMapDataZMQ", "#3 MultiThreadMapData",
-                  "#4 BatchData", "MultiThreadMapData thread 0", "MultiThreadMapData thread 1"):
+    for label in ("#0 DataFromList", "#1 MapData(plus1)", "#2 MultiProcessMapDataZMQ",
+                  "#3 MultiThreadMapData", "#4 BatchData", "MultiThreadMapData thread 0",
+                  "MultiThreadMapData thread 1"):
         assert label in names, (label, names)
     workers = [p for p, n in procs.items() if n.startswith("MultiProcessMapDataZMQ worker")]
     assert len(workers) == 2  # one track (a process of its own) per worker
