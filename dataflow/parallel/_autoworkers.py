@@ -10,16 +10,21 @@ reads back decisions, so every rule is tested with made-up numbers.
 count from the map and consumer times measured in-process; it assumes the cores are this
 pipeline's. On a machine that other processes load, or when the transport costs more than
 the model assumes (large results), workers can be slower than mapping in-process. So every
-measuring window records the datapoints per second actually received with the current count
-(0: in-process), and after a move the first full window at the new count is compared with
-the last one at the old count: **a move that lost is undone**, and the losing count is not
-tried again for :attr:`AutoWorkers.retry` seconds (doubling after each further loss, up to
-:attr:`AutoWorkers.retry_max`). Parallel windows are also compared with the last in-process
-rate: workers that fall below it (the load rose) give way to the in-process map. So the map
-never stays below its serial rate for longer than a window, whatever the model said.
+measuring window (:attr:`AutoWorkers.window` seconds) records the datapoints per second
+actually received with the current count (0: in-process; a count's rate is the median of
+its last 3 windows). After a move, the first window is skipped (workers starting, results of
+the old count still arriving) and the second is compared with the rate of the old count:
+**a move that lost** (under :attr:`AutoWorkers.keep` of it) **is undone**, and the losing
+count is not tried again for :attr:`AutoWorkers.retry` seconds (doubling after each further
+loss, up to :attr:`AutoWorkers.retry_max`). Parallel windows are also compared with the
+in-process rate: workers that fall below it (the load rose) give way to the in-process map.
+So the map does not stay clearly below its serial rate for longer than two windows plus the
+retry delays, whatever the model said.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from ._autotune import WorkerPlan, logger
 
@@ -47,11 +52,17 @@ class AutoWorkers:
     window = 0.5
     retry = 2.0
     retry_max = 60.0
+    #: a count keeps its place unless it delivers less than this fraction of the rate it is
+    #: compared with (rates measured on a shared machine wobble by several percent)
+    keep = 0.9
 
     def __init__(self, plan: WorkerPlan) -> None:
         self.plan = plan
         self.decided = False
-        self.rates: dict[int, float] = {}  #: last measured datapoints/s per count (0: in-process)
+        #: datapoints/s per count (0: in-process): the median of its last 3 windows
+        self.rates: dict[int, float] = {}
+        self._history: dict[int, deque[float]] = {}
+        self._settle = 0  # windows still to skip after a move
         self._from: int | None = None  # the count before the last move, until the move is judged
         self._until: dict[int, float] = {}  # count -> not tried before this instant
         self._losses: dict[int, int] = {}
@@ -90,6 +101,8 @@ class AutoWorkers:
         rate = n / max(elapsed, 1e-9)
         first, self.decided = not self.decided, True
         self.restart(now)
+        if self._settling():
+            return self.parallel
         if self._judge(0, rate, now):
             return self.parallel
         self.plan.decide(work, own, quiet=not first, avoid=self._avoid(now))
@@ -106,33 +119,46 @@ class AutoWorkers:
         rate = self._items / elapsed
         wait_fraction = self._spent / elapsed
         self.restart(now)
-        if not self._judge(before, rate, now):
-            serial = self.rates.get(0)
-            if serial is not None and rate < serial and 0 not in self._avoid(now):  # in-process is faster
-                self._lost(before, now)
-                logger.debug(
-                    "%s: %d worker(s) deliver %.0f/s, below the %.0f/s measured in-process: maps "
-                    "in-process (workers tried again in %.0f s)",
-                    self.plan.stage, before, rate, serial, self._until[before] - now,
-                )
-                self.plan.workers = 0
-                self._from = before
-            else:
-                self.plan.adjust(wait_fraction, avoid=self._avoid(now))
-                self._moved(before)
+        if self._settling() or self._judge(before, rate, now):
+            return self._changed(before)
+        serial = self.rates.get(0)
+        if serial is not None and rate < self.keep * serial and 0 not in self._avoid(now):
+            self._lost(before, now)  # the load rose, or the results grew: in-process is faster
+            logger.debug(
+                "%s: %d worker(s) deliver %.0f/s, below the %.0f/s measured in-process: maps "
+                "in-process (workers tried again in %.0f s)",
+                self.plan.stage, before, rate, serial, self._until[before] - now,
+            )
+            self.plan.workers = 0
+        else:
+            self.plan.adjust(wait_fraction, avoid=self._avoid(now))
+        self._moved(before)
+        return self._changed(before)
+
+    def _changed(self, before: int) -> int | None:
         after = self.plan.workers
         return after if after != before else None
+
+    def _settling(self) -> bool:
+        """Whether this window is the first after a move: not judged (workers just started or
+        woken, results of the old count still arriving)."""
+        if self._settle:
+            self._settle -= 1
+            return True
+        return False
 
     # -- judging moves ---------------------------------------------------------------------
     def _judge(self, count: int, rate: float, now: float) -> bool:
         """Record ``rate`` for ``count``; undo the last move if it lost. ``True``: undone."""
-        self.rates[count] = rate
+        history = self._history.setdefault(count, deque(maxlen=3))
+        history.append(rate)
+        self.rates[count] = sorted(history)[len(history) // 2]  # the median of the last windows
         came_from, self._from = self._from, None
         if came_from is None or came_from == count:
             return False
         before = self.rates.get(came_from)
-        if before is None or rate >= before:
-            self._losses.pop(count, None)  # it won: tried again at once next time
+        if before is None or rate >= self.keep * before:
+            self._losses.pop(count, None)  # it held its own: tried again at once next time
             return False
         self._lost(count, now)
         logger.debug(
@@ -142,6 +168,7 @@ class AutoWorkers:
             _count(count), self._until[count] - now,
         )
         self.plan.workers = came_from
+        self._settle = 1
         return True
 
     def _lost(self, count: int, now: float) -> None:
@@ -153,7 +180,8 @@ class AutoWorkers:
 
     def _moved(self, before: int) -> None:
         if self.plan.workers != before:
-            self._from = before  # judged by the next full window
+            self._from = before  # judged by the second full window from now
+            self._settle = 1
 
 
 def _count(n: int) -> str:
