@@ -13,13 +13,14 @@ the model assumes (large results), workers can be slower than mapping in-process
 measuring window (:attr:`AutoWorkers.window` seconds) records the datapoints per second
 actually received with the current count (0: in-process; a count's rate is the median of
 its last 3 windows). After a move, the first window is skipped (workers starting, results of
-the old count still arriving) and the second is compared with the rate of the old count:
-**a move that lost** (under :attr:`AutoWorkers.keep` of it) **is undone**, and the losing
-count is not tried again for :attr:`AutoWorkers.retry` seconds (doubling after each further
-loss, up to :attr:`AutoWorkers.retry_max`). Parallel windows are also compared with the
-in-process rate: workers that fall below it (the load rose) give way to the in-process map.
-So the map does not stay clearly below its serial rate for longer than two windows plus the
-retry delays, whatever the model said.
+the old count still arriving), and the mean of the next :attr:`AutoWorkers.trial_windows`
+is compared with the rate of the old count: **a move that lost** (under
+:attr:`AutoWorkers.keep` of it) **is undone**, and the losing count is not tried again for
+:attr:`AutoWorkers.retry` seconds (doubling after each further loss, up to
+:attr:`AutoWorkers.retry_max`). Parallel rates are also compared with the in-process rate:
+workers that fall below it (the load rose) give way to the in-process map. So the map does
+not stay clearly below its serial rate for longer than a trial, plus a trial per retry,
+whatever the model said.
 """
 
 from __future__ import annotations
@@ -42,18 +43,22 @@ class AutoWorkers:
       workers again (a map that gets slower later still gets its workers).
     - **Parallel**: every receive reports its datapoints and how long the consumer waited
       (:meth:`received`); after each :attr:`window` seconds the measured rate is judged
-      (undo a losing move, give way to a faster in-process map), then
-      :meth:`WorkerPlan.adjust` may use one worker more or fewer.
+      (give way to a faster in-process map), then :meth:`WorkerPlan.adjust` may use one
+      worker more or fewer.
+    - **Trials**: after every move, one window is skipped, then the mean rate of
+      :attr:`trial_windows` windows is compared with the old count's rate; the move is
+      undone if it delivers less than :attr:`keep` of it.
     """
 
     probe_items = 8
-    probe_seconds = 0.02
+    probe_seconds = 0.1
     probe_max_items = 2000
     window = 0.5
+    trial_windows = 2
     retry = 2.0
     retry_max = 60.0
     #: a count keeps its place unless it delivers less than this fraction of the rate it is
-    #: compared with (rates measured on a shared machine wobble by several percent)
+    #: compared with (rates measured on a shared machine wobble by tens of percent)
     keep = 0.9
 
     def __init__(self, plan: WorkerPlan) -> None:
@@ -63,7 +68,8 @@ class AutoWorkers:
         self.rates: dict[int, float] = {}
         self._history: dict[int, deque[float]] = {}
         self._settle = 0  # windows still to skip after a move
-        self._from: int | None = None  # the count before the last move, until the move is judged
+        self._from: int | None = None  # the count before the last move, until it is judged
+        self._trial: list[float] = []  # rates of the windows since the move (after settling)
         self._until: dict[int, float] = {}  # count -> not tried before this instant
         self._losses: dict[int, int] = {}
         self._start: float | None = None
@@ -98,15 +104,11 @@ class AutoWorkers:
             return False
         work = self._spent / n
         own = max(0.0, elapsed - self._spent) / n
-        rate = n / max(elapsed, 1e-9)
         first, self.decided = not self.decided, True
         self.restart(now)
-        if self._settling():
-            return self.parallel
-        if self._judge(0, rate, now):
-            return self.parallel
-        self.plan.decide(work, own, quiet=not first, avoid=self._avoid(now))
-        self._moved(0)
+        if self._measured(0, n / max(elapsed, 1e-9), now):
+            self.plan.decide(work, own, quiet=not first, avoid=self._avoid(now))
+            self._moved(0)
         return self.parallel
 
     def received(self, items: int, wait: float, now: float) -> int | None:
@@ -119,57 +121,55 @@ class AutoWorkers:
         rate = self._items / elapsed
         wait_fraction = self._spent / elapsed
         self.restart(now)
-        if self._settling() or self._judge(before, rate, now):
-            return self._changed(before)
-        serial = self.rates.get(0)
-        if serial is not None and rate < self.keep * serial and 0 not in self._avoid(now):
-            self._lost(before, now)  # the load rose, or the results grew: in-process is faster
-            logger.debug(
-                "%s: %d worker(s) deliver %.0f/s, below the %.0f/s measured in-process: maps "
-                "in-process (workers tried again in %.0f s)",
-                self.plan.stage, before, rate, serial, self._until[before] - now,
-            )
-            self.plan.workers = 0
-        else:
-            self.plan.adjust(wait_fraction, avoid=self._avoid(now))
-        self._moved(before)
-        return self._changed(before)
-
-    def _changed(self, before: int) -> int | None:
+        if self._measured(before, rate, now):
+            serial, mine = self.rates.get(0), self.rates[before]
+            if serial is not None and mine < self.keep * serial and 0 not in self._avoid(now):
+                self._lost(before, now)  # the load rose, or the results grew: in-process is faster
+                logger.debug(
+                    "%s: %d worker(s) deliver %.0f/s, below the %.0f/s measured in-process: maps "
+                    "in-process (workers tried again in %.0f s)",
+                    self.plan.stage, before, mine, serial, self._until[before] - now,
+                )
+                self.plan.workers = 0
+            else:
+                self.plan.adjust(wait_fraction, avoid=self._avoid(now))
+            self._moved(before)
         after = self.plan.workers
         return after if after != before else None
 
-    def _settling(self) -> bool:
-        """Whether this window is the first after a move: not judged (workers just started or
-        woken, results of the old count still arriving)."""
-        if self._settle:
-            self._settle -= 1
-            return True
-        return False
-
     # -- judging moves ---------------------------------------------------------------------
-    def _judge(self, count: int, rate: float, now: float) -> bool:
-        """Record ``rate`` for ``count``; undo the last move if it lost. ``True``: undone."""
+    def _measured(self, count: int, rate: float, now: float) -> bool:
+        """A window at ``count`` delivered ``rate``: record it and judge a pending move.
+        ``True``: free to decide (no move waits for its verdict, none was undone)."""
+        if self._settle:  # the first window after a move: workers starting, old results arriving
+            self._settle -= 1
+            return False
         history = self._history.setdefault(count, deque(maxlen=3))
         history.append(rate)
-        self.rates[count] = sorted(history)[len(history) // 2]  # the median of the last windows
-        came_from, self._from = self._from, None
+        self.rates[count] = sorted(history)[len(history) // 2]
+        came_from = self._from
         if came_from is None or came_from == count:
+            self._from = None
+            return True
+        self._trial.append(rate)
+        if len(self._trial) < self.trial_windows:
             return False
+        verdict = sum(self._trial) / len(self._trial)
+        self._trial, self._from = [], None
         before = self.rates.get(came_from)
-        if before is None or rate >= self.keep * before:
+        if before is None or verdict >= self.keep * before:
             self._losses.pop(count, None)  # it held its own: tried again at once next time
-            return False
+            return True
         self._lost(count, now)
         logger.debug(
             "%s: %s delivered %.0f/s, below the %.0f/s of %s before: back to %s (%s tried again "
             "in %.0f s)",
-            self.plan.stage, _count(count), rate, before, _count(came_from), _count(came_from),
+            self.plan.stage, _count(count), verdict, before, _count(came_from), _count(came_from),
             _count(count), self._until[count] - now,
         )
         self.plan.workers = came_from
         self._settle = 1
-        return True
+        return False
 
     def _lost(self, count: int, now: float) -> None:
         losses = self._losses[count] = self._losses.get(count, 0) + 1
@@ -180,7 +180,7 @@ class AutoWorkers:
 
     def _moved(self, before: int) -> None:
         if self.plan.workers != before:
-            self._from = before  # judged by the second full window from now
+            self._from, self._trial = before, []  # judged after settling, over a trial
             self._settle = 1
 
 
