@@ -28,6 +28,7 @@ from ..ops._stack import collate
 from . import _messages as msg
 from ._autotune import (
     AUTO_BUFFER_PER_WORKER,
+    TASK_SECONDS,
     WORKER_BYTES,
     WorkerPlan,
     available_cores,
@@ -40,6 +41,9 @@ from ._options import WorkerOptions
 from ._pool import DEFAULT_SHM_BYTES, ProcessPool, worker_link
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
+
+#: most datapoints a ``num_proc="auto"`` map maps at once in the consumer
+HERE_MAX = 1024
 
 
 def _apply(map_func: Callable[..., Any], chunk: list[Any], rng_key: RngKey) -> list[Any]:
@@ -228,10 +232,33 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
         load[worker] += 1
 
+    def _in_consumer(self) -> int:
+        """``num_proc="auto"`` while in-process is faster: map groups here (not a batching map,
+        whose batches are made by the tasks), sized like tasks (about 2 ms of map time), at
+        most :data:`HERE_MAX` datapoints."""
+        auto = self._auto
+        if auto is None or auto.parallel or self._inline or self._batch_size:
+            return 0
+        est = self._tuner.per_item
+        if self._tuner.fixed is not None:
+            return self._tuner.fixed
+        return 1 if est is None else max(1, min(HERE_MAX, int(TASK_SECONDS / max(est, 1e-9))))
+
+    def _map_here(self, chunk: list[Any], rng_key: RngKey) -> list[Any]:
+        task_id, kind, out = self._map_inline_task(chunk, rng_key)
+        if kind == msg.ERROR:
+            raise msg.error_for(type(self).__name__, out)
+        return out  # type: ignore[no-any-return]
+
     def _map_inline(self, auto: AutoWorkers) -> tuple[TaskId, bytes, Any]:
-        """``num_proc="auto"`` while in-process is faster: map the oldest task here, measuring
-        (see ``_autoworkers``); may start (or return to) the workers for the next tasks."""
         task_id, chunk, rng_key = self._inline.popleft()
+        return (task_id, *self._map_inline_task(chunk, rng_key)[1:])
+
+    def _map_inline_task(self, chunk: list[Any], rng_key: RngKey) -> tuple[None, bytes, Any]:
+        """``num_proc="auto"`` while in-process is faster: map a task here, measuring (see
+        ``_autoworkers``); may start (or return to) the workers for the next tasks."""
+        auto = self._auto
+        assert auto is not None
         t0 = time.perf_counter()
         out: Any
         try:
@@ -252,7 +279,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             for task in queued:  # the tasks waiting here go to the workers too, in order
                 self._submit(*task)
             auto.restart(time.perf_counter())
-        return task_id, kind, out
+        return None, kind, out
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
         auto, abuf, tr = self._auto, self._abuf, _trace.current
