@@ -37,8 +37,10 @@ class AutoWorkers:
 
     - **Probe** (in-process): every task mapped in the consumer reports its datapoints and
       map time (:meth:`mapped_inline`); once :attr:`probe_items` datapoints and
-      :attr:`probe_seconds` have passed (or :attr:`probe_max_items`), the model splits the
-      window's wall time into the map's part and the consumer's own part and proposes a count.
+      :attr:`probe_seconds` have passed, the model splits the window's wall time into the
+      map's part and the consumer's own part and proposes a count. The probe is as long as
+      starting workers costs (forking, connecting): a job shorter than that is never worth
+      them, so a short epoch of a cheap map never pays for a try (ski rental).
       In-process windows then last :attr:`window` seconds; after each, the model may propose
       workers again (a map that gets slower later still gets its workers).
     - **Parallel**: every receive reports its datapoints and how long the consumer waited
@@ -51,8 +53,7 @@ class AutoWorkers:
     """
 
     probe_items = 8
-    probe_seconds = 0.1
-    probe_max_items = 2000
+    probe_seconds = 0.25
     window = 0.5
     trial_windows = 2
     retry = 2.0
@@ -99,7 +100,7 @@ class AutoWorkers:
         if self.decided:
             ripe = elapsed >= self.window
         else:
-            ripe = (n >= self.probe_items and elapsed >= self.probe_seconds) or n >= self.probe_max_items
+            ripe = n >= self.probe_items and elapsed >= self.probe_seconds
         if not ripe or n == 0:
             return False
         work = self._spent / n

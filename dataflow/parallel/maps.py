@@ -13,6 +13,8 @@ random augmentations drawing from a worker's RNG differ across workers.
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 import time
 from collections import deque
 from collections.abc import Callable
@@ -172,6 +174,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self.shm_bytes, self.copy = shm_bytes, options.copy
         self._pool: ProcessPool | None = None
         self._load: list[int] = []
+        self._small_results = False  # num_proc="auto" saw no large buffer: workers get no rings
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -188,11 +191,19 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             self._active = auto.plan.workers
         self._start_pool()
 
-    def _start_pool(self) -> None:
+    def _start_pool(self, sample: list[Any] | None = None) -> None:
+        """Start the workers. ``sample``: results mapped in-process (``num_proc="auto"``); when
+        none of them holds a large buffer and ``shm_bytes`` was left automatic, the workers
+        get no shared memory (reserving it costs more than a short job's whole run)."""
         n = self._most
-        seed = self.options.worker_seed()
-        args = [(i, self.map_func, self.options, seed, self._batch_size) for i in range(n)]
-        self._pool = pool = ProcessPool(self.options, _map_worker, args, {"map_func": self.map_func})
+        options = self.options
+        if sample is not None and options.shm_bytes is None:
+            self._small_results = not _has_large_buffer(sample)
+        if self._small_results:
+            options = dataclasses.replace(options, shm_bytes=0)
+        seed = options.worker_seed()
+        args = [(i, self.map_func, options, seed, self._batch_size) for i in range(n)]
+        self._pool = pool = ProcessPool(options, _map_worker, args, {"map_func": self.map_func})
         self._load = [0] * n
         self._tuner.cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
         if self._abuf is not None and pool.ring_bytes:
@@ -274,7 +285,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         if auto.mapped_inline(len(chunk), now - t0, now):
             self._active = auto.plan.workers
             if self._pool is None:
-                self._start_pool()
+                self._start_pool(out if kind == msg.DATA else None)
             queued, self._inline = self._inline, deque()
             for task in queued:  # the tasks waiting here go to the workers too, in order
                 self._submit(*task)
@@ -328,6 +339,23 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             pool, self._pool = self._pool, None
             if pool is not None:
                 pool.close()
+
+
+def _has_large_buffer(results: list[Any]) -> bool:
+    """Whether pickling ``results`` gives a buffer that would travel through shared memory
+    (numpy arrays of 16 KiB and more; they are not copied here)."""
+    found = False
+
+    def large(buf: pickle.PickleBuffer) -> bool:
+        nonlocal found
+        found = found or buf.raw().nbytes >= msg.OOB_MIN_BYTES
+        return False  # out of band: not copied into the pickle
+
+    try:
+        pickle.dumps(results, protocol=5, buffer_callback=large)
+    except Exception:  # unpicklable results fail in the workers, with a clear error
+        return True
+    return found
 
 
 def _not_str(stage: str, name: str, value: Any) -> Any:

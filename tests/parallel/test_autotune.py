@@ -185,7 +185,7 @@ def test_probe_waits_for_enough_items_and_time() -> None:
     assert not a.mapped_inline(4, 0.02, 0.021)  # 4 items: too few to judge
     assert not a.mapped_inline(4, 0.02, 0.042)  # 8 items, but not yet probe_seconds
     assert not a.decided
-    assert a.mapped_inline(12, 0.06, a.probe_seconds)  # 20 items of 5 ms each: workers pay
+    assert a.mapped_inline(42, 0.21, a.probe_seconds)  # 50 items of 5 ms each: workers pay
     assert a.decided and a.plan.workers == 2
 
 
@@ -205,10 +205,12 @@ def test_probe_keeps_a_cheap_map_in_process_and_decides_again_later() -> None:
     assert a.plan.workers == 2
 
 
-def test_probe_decides_after_many_items_even_if_quick() -> None:
+def test_probe_lasts_as_long_as_starting_workers_costs() -> None:
     a = _auto()
     a.restart(0.0)
-    assert not a.mapped_inline(a.probe_max_items, 1e-4, 2e-4)
+    assert not a.mapped_inline(100_000, 0.05, 0.1)  # many datapoints, but too soon
+    assert not a.decided
+    a.mapped_inline(100_000, 0.05, a.probe_seconds)
     assert a.decided
 
 
@@ -382,10 +384,14 @@ def _num_auto(func: Any, size: int, **kw: Any) -> D.DataFlow:
 
 
 def test_auto_cheap_map_stays_in_process(caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
     with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _num_auto(inc, 5000) as df:
         df.reset_state()
-        for _ in range(2):
+        deadline = time.monotonic() + 60
+        while not df._auto.decided or time.monotonic() < deadline - 59:  # past the probe, >= 1 s
             assert [dp[0] for dp in df] == list(range(1, 5001))
+            assert time.monotonic() < deadline
         assert df.worker_pids == []  # no process was started
     assert any("maps in-process" in r.getMessage() for r in caplog.records)
 
@@ -477,3 +483,23 @@ def test_thread_map_groups_a_cheap_map_and_gives_the_same_stream() -> None:
 
 def test_thread_map_groups_resume_exactly() -> None:
     check_resume(lambda: _thread_map(drop_odd, size=120), epochs=2, max_cuts=8)
+
+
+def slow_big(dp: list[int]) -> list[Any]:
+    import time
+
+    import numpy as np
+
+    time.sleep(0.005)
+    return [dp[0], np.full(2**16, dp[0] % 256, dtype=np.uint8)]
+
+
+def test_auto_workers_get_shared_memory_only_for_large_results() -> None:
+    with _num_auto(slow_inc, 120) as df:
+        df.reset_state()
+        assert [dp[0] for dp in df] == list(range(1, 121))
+        assert df._pool is not None and df._pool.rings is None  # small results: no rings to reserve
+    with _num_auto(slow_big, 120) as df:
+        df.reset_state()
+        assert [int(dp[1][0]) for dp in df] == [i % 256 for i in range(120)]
+        assert df._pool is not None and df._pool.rings is not None
