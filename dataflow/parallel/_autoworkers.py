@@ -59,8 +59,9 @@ class AutoWorkers:
     retry = 2.0
     retry_max = 60.0
     #: a count keeps its place unless it delivers less than this fraction of the rate it is
-    #: compared with (rates measured on a shared machine wobble by tens of percent)
-    keep = 0.9
+    #: compared with: rates measured seconds apart on a shared machine swing by tens of
+    #: percent with the others' load, so only a clear loss undoes a move
+    keep = 0.75
 
     def __init__(self, plan: WorkerPlan) -> None:
         self.plan = plan

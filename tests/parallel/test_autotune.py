@@ -260,8 +260,8 @@ def test_workers_slower_than_in_process_are_undone_and_tried_again_later(
     t = _parallel_after_probe(a)  # in-process: 200/s
     assert a.plan.workers == 2 and a.rates[0] == pytest.approx(200, rel=0.05)
     with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"):
-        # a loaded machine: the workers deliver 150/s, below in-process: the move is undone
-        t, out = _windows(a, t, [150, 150])
+        # a loaded machine: the workers deliver 120/s, clearly below in-process: undone
+        t, out = _windows(a, t, [120, 120])
     assert out == [None, 0] and not a.parallel
     assert any("back to in-process" in r.getMessage() for r in caplog.records)
     went = []
@@ -275,11 +275,11 @@ def test_workers_slower_than_in_process_are_undone_and_tried_again_later(
 def test_a_small_wobble_or_one_bad_window_is_no_loss() -> None:
     a = _auto()
     t = _parallel_after_probe(a)  # in-process: 200/s
-    t, out = _windows(a, t, [190, 185])  # within the 10% kept
+    t, out = _windows(a, t, [190, 160])  # within the 25% kept
     assert out == [None, None] and a.parallel
     b = _auto()
     t = _parallel_after_probe(b)
-    t, out = _windows(b, t, [100, 400])  # one bad window, one good: the mean wins
+    t, out = _windows(b, t, [60, 400])  # one bad window, one good: the mean wins
     assert out == [None, None] and b.parallel
 
 
@@ -330,7 +330,7 @@ def test_a_losing_extra_worker_is_undone() -> None:
     a.restart(0.0)
     t, out = _windows(a, 0.0, [400], wait=0.4)
     assert out == [3]  # waited: one more
-    t, out = _windows(a, t, [300, 300, 300], wait=0.4)  # settle, trial: slower, back to 2
+    t, out = _windows(a, t, [250, 250, 250], wait=0.4)  # settle, trial: slower, back to 2
     assert out == [None, None, 2]
     t, out = _windows(a, t, [400, 400], wait=0.4)  # settle, then: 3 is not tried again yet
     assert out == [None, None] and a.plan.workers == 2
