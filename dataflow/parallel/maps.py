@@ -377,7 +377,9 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
     unbatched and are topped up from later ones here, so every batch has ``batch_size``
     datapoints. At the end of a strict pass the rest is produced if ``remainder`` else
     dropped. ``len`` is ``len(ds) // batch_size`` (``ceil`` with ``remainder``).
-    ``buffer_size`` (default ``3 * batch_size``) counts datapoints in flight.
+    ``buffer_size`` (default ``3 * batch_size``) counts datapoints in flight. ``num_proc`` and
+    ``buffer_size`` may be ``"auto"`` as for :class:`MultiProcessMapDataZMQ` (in-process, the
+    batches are made in this process; ``"auto"`` buffers hold at least two batches per worker).
     """
 
     _state_kind = "ParallelMapAndBatch"
@@ -385,10 +387,10 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
     def __init__(
         self,
         ds: DataFlow,
-        num_proc: int,
+        num_proc: int | str,
         map_func: Callable[..., Any],
         batch_size: int,
-        buffer_size: int | None = None,
+        buffer_size: int | str | None = None,
         strict: bool = False,
         remainder: bool = False,
         **kwargs: Any,
