@@ -503,3 +503,15 @@ def test_auto_workers_get_shared_memory_only_for_large_results() -> None:
         df.reset_state()
         assert [int(dp[1][0]) for dp in df] == [i % 256 for i in range(120)]
         assert df._pool is not None and df._pool.rings is not None
+
+
+@pytest.mark.parametrize("func", [inc, slow_inc])
+def test_auto_map_and_batch_gives_whole_batches_in_order(func: Any) -> None:
+    src = D.DataFromList([[i] for i in range(100)], shuffle=False)
+    with D.MultiProcessMapAndBatchDataZMQ(src, "auto", func, 8, "auto", strict=True, remainder=True,
+                                          ordered=True, timeout=60) as df:
+        df.reset_state()
+        for _ in range(2):
+            batches = [b[0].tolist() for b in df]
+            assert batches == [list(range(i + 1, min(i + 9, 101))) for i in range(0, 100, 8)]
+        assert df.buffer_size >= 16
