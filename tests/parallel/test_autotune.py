@@ -515,3 +515,11 @@ def test_auto_map_and_batch_gives_whole_batches_in_order(func: Any) -> None:
             batches = [b[0].tolist() for b in df]
             assert batches == [list(range(i + 1, min(i + 9, 101))) for i in range(0, 100, 8)]
         assert df.buffer_size >= 16
+
+
+def noisy(dp: list[int], rng: Any) -> list[Any]:
+    return [dp[0], float(rng.random())]
+
+
+def test_auto_in_process_groups_with_item_rng_resume_exactly() -> None:
+    check_resume(lambda: _num_auto(noisy, 60, item_rng=True, seed=7), epochs=2, max_cuts=10)
