@@ -81,7 +81,10 @@ def build(data: list, f: Callable, num_proc: Any = None, buffer_size: Any = None
     return src.parallel_map(f, num_proc=num_proc, buffer_size=buffer_size)
 
 
-def contender(name: str, make: Callable[[], Any], weight: int, touch: bool) -> TimedContender:
+def contender(name: str, make: Callable[[], Any], weight: int, touch: bool,
+              ended: list[str] | None = None) -> TimedContender:
+    """``ended``: for ``auto``, where each run ended (workers used, buffer size) is added."""
+
     def run() -> tuple[int, float]:
         t0 = time.perf_counter()
         df = make()
@@ -93,6 +96,9 @@ def contender(name: str, make: Callable[[], Any], weight: int, touch: bool) -> T
                     int(dp[1].flat[0])  # read one byte, as mp_large does
                 n += 1
         seconds = time.perf_counter() - t0
+        if ended is not None:
+            workers = df._auto.plan.workers
+            ended.append(f"num_proc={workers}, buffer_size={df.buffer_size}" if workers else "in-process")
         df.close()
         return n * weight, seconds
 
@@ -108,7 +114,9 @@ def scenario(name: str, data: list, f: Callable, rounds: int, buffers: tuple[int
         for b in buffers:
             make = functools.partial(build, data, f, p, b, batch)
             made.append(contender(f"num_proc={p}, buffer_size={b}", make, weight, touch))
-    made.append(contender("auto", functools.partial(build, data, f, "auto", "auto", batch), weight, touch))
+    ended: list[str] = []
+    made.append(contender("auto", functools.partial(build, data, f, "auto", "auto", batch), weight, touch,
+                          ended))
     results, quiet = run_timed_rounds(made, rounds=rounds, max_foreign=0.5, retries=2)
     best = max(results[:-1], key=lambda r: r.median)  # the grid: serial and every fixed config
     print(
@@ -120,8 +128,9 @@ def scenario(name: str, data: list, f: Callable, rounds: int, buffers: tuple[int
     auto = results[-1]
     print(
         f"\nauto vs best fixed ({best.name}): {auto.median / best.median:.2f}x; auto vs serial: "
-        f"{auto.median / results[0].median:.2f}x (target >= 0.9x best, >= 1.0x serial)", flush=True
+        f"{auto.median / results[0].median:.2f}x (target >= 0.9x best, >= 1.0x serial)"
     )
+    print(f"auto ended its runs with: {'; '.join(ended)}", flush=True)
 
 
 def main() -> None:
