@@ -143,13 +143,19 @@ class ProcessPool:
         """Raise :class:`~dataflow.errors.WorkerDied` if a worker has exited."""
         check_workers(self.stage, self.procs, self.start_method)
 
-    def recv(self, deadline: float | None = None) -> tuple[int, bytes, Any]:
+    def recv(self, deadline: float | None = None, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:
         """The next message as ``(worker, kind, payload)``, checking liveness and ``timeout``
-        (or ``deadline``, a ``time.monotonic()`` instant) while waiting."""
-        message = msg.decode(self._recv_frames(deadline)[1:], self.rings)
+        (or ``deadline``, a ``time.monotonic()`` instant) while waiting; with ``sizes``, its
+        payload size in bytes is appended to it (see :func:`~._messages.decode`)."""
+        message = msg.decode(self._recv_frames(deadline)[1:], self.rings, sizes)
         if self._pending and message[1] != msg.READY:
             self._got_data = True  # the first datapoint is out: start the others next time
         return message
+
+    @property
+    def ring_bytes(self) -> int:
+        """The shared memory of all the workers' rings (0 without)."""
+        return self.rings.nbytes if self.rings is not None else 0
 
     def _recv_frames(self, deadline: float | None) -> list[Any]:
         sock = self.sock

@@ -311,6 +311,11 @@ class RingReader:
             unlink_all(paths)
             raise
 
+    @property
+    def nbytes(self) -> int:
+        """The size of all the rings."""
+        return sum(len(m) for m in self._maps)
+
     def buffer(self, desc: Descriptor) -> Any:
         """A buffer for one descriptor: a view of the ring whose death frees the slot, or a
         private copy (``copy=True``), after which the slot is free at once."""

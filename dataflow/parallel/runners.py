@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from time import perf_counter
 from typing import Any
 
+from .. import _trace
 from .._checks import check_int
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
@@ -258,7 +259,13 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             while size is None or n < size:
                 while not buffer:
                     try:
-                        self._receive(pool)
+                        tr = _trace.current
+                        if tr is None:
+                            self._receive(pool)
+                        else:
+                            t0 = perf_counter()
+                            self._receive(pool)
+                            tr.span(tr.stage_track(self), "waiting for workers", t0, perf_counter(), "wait")
                     except KeyboardInterrupt:
                         self._interrupted = True
                         raise
