@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
@@ -63,7 +64,8 @@ def _plain(x: Any) -> Any:
     return [_plain(v) for v in x] if isinstance(x, tuple) else x
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.timeout(600)  # every example starts a child interpreter: minutes on a busy machine
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(), data=st.data())
 def test_resume_in_a_new_process_equals_the_uninterrupted_stream(
     spec: dict[str, Any], data: Any, tmp_path_factory: Any
