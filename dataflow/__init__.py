@@ -65,6 +65,7 @@ from .sources import (
 from .tools.printing import PrintData, describe_datapoint
 from .tools.profiling import ProfileResult, StageTiming, profile
 from .tools.speed import SpeedResult, TestDataSpeed
+from .tools.tracing import TraceSession, trace
 from .tools.tuning import TuneResult, tune
 
 __all__ = [
@@ -145,6 +146,7 @@ __all__ = [
     "TestDataSpeed",
     "TextLineData",
     "ThreadPrefetchData",
+    "TraceSession",
     "TuneResult",
     "WorkerDied",
     "WorkerError",
@@ -160,5 +162,6 @@ __all__ = [
     "send_dataflow_zmq",
     "set_seed",
     "to_ray",
+    "trace",
     "tune",
 ]

@@ -116,17 +116,17 @@ def _kind(flow: object) -> str:
     return getattr(flow, "_state_kind", None) or type(flow).__name__
 
 
-def _children(flow: DataFlow) -> list[DataFlow]:
+def _children(flow: DataFlow[Any]) -> list[DataFlow[Any]]:
     return [] if _mode(type(flow)) == _CUSTOM else list(flow._state_upstreams())
 
 
-def pipeline_shape(flow: DataFlow) -> str:
+def pipeline_shape(flow: DataFlow[Any]) -> str:
     """``BatchData(MapData(DataFromList))``: the stage names as saved in a state."""
     kids = _children(flow)
     return _name(flow) + (f"({', '.join(pipeline_shape(k) for k in kids)})" if kids else "")
 
 
-def _unsupported(flow: DataFlow, path: str) -> StateUnsupportedError:
+def _unsupported(flow: DataFlow[Any], path: str) -> StateUnsupportedError:
     where = "" if path == _name(flow) else f" (in the pipeline at {path})"
     return StateUnsupportedError(
         f"{_name(flow)}{where} cannot save its position: it defines its own __iter__ but no state. If it "
@@ -136,7 +136,7 @@ def _unsupported(flow: DataFlow, path: str) -> StateUnsupportedError:
     )
 
 
-def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
+def _save_node(flow: DataFlow[Any], live: bool, path: str) -> dict[str, Any]:
     mode = _mode(type(flow))
     if mode == _CUSTOM:
         custom = flow.state_dict()
@@ -157,7 +157,9 @@ def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
             flow._state_saved()
 
 
-def _node(flow: DataFlow, own: dict[str, Any], live: bool, lives: list[bool], path: str) -> dict[str, Any]:
+def _node(
+    flow: DataFlow[Any], own: dict[str, Any], live: bool, lives: list[bool], path: str
+) -> dict[str, Any]:
     return {
         "stage": _name(flow),
         "kind": _kind(flow),
@@ -170,7 +172,7 @@ def _node(flow: DataFlow, own: dict[str, Any], live: bool, lives: list[bool], pa
     }
 
 
-def save_pipeline(root: DataFlow, options: SaveOptions) -> dict[str, Any]:
+def save_pipeline(root: DataFlow[Any], options: SaveOptions) -> dict[str, Any]:
     """The envelope for ``root.state_dict()``."""
     token = _options.set(options)
     try:
@@ -189,8 +191,8 @@ def save_pipeline(root: DataFlow, options: SaveOptions) -> dict[str, Any]:
 
 
 def _walk(
-    flow: DataFlow, node: Any, path: str, saved_shape: str
-) -> Iterator[tuple[DataFlow, dict[str, Any]]]:
+    flow: DataFlow[Any], node: Any, path: str, saved_shape: str
+) -> Iterator[tuple[DataFlow[Any], dict[str, Any]]]:
     """Check that ``node`` fits ``flow`` (recursively) before anything is changed."""
     name = _name(flow)
     if not isinstance(node, Mapping) or not isinstance(node.get("stage"), str):
@@ -225,18 +227,18 @@ def _walk(
         yield from _walk(kid, sub, f"{path} > {label}", saved_shape)
 
 
-def save_subtree(flow: DataFlow, live: bool) -> dict[str, Any]:
+def save_subtree(flow: DataFlow[Any], live: bool) -> dict[str, Any]:
     """The state node of ``flow`` and its upstreams, for a stage that keeps another flow's
     state inside its own (a cache's source, an interleave's sub-flows)."""
     return _save_node(flow, live, _name(flow))
 
 
-def load_subtree(flow: DataFlow, node: Any, where: str) -> None:
+def load_subtree(flow: DataFlow[Any], node: Any, where: str) -> None:
     """Load a node made by :func:`save_subtree` into ``flow`` (``where`` names it in errors)."""
     _apply(list(_walk(flow, node, where, where)))
 
 
-def _apply(plan: list[tuple[DataFlow, dict[str, Any]]]) -> None:
+def _apply(plan: list[tuple[DataFlow[Any], dict[str, Any]]]) -> None:
     for flow, node in plan:
         if "custom" in node:
             flow.load_state_dict(node["custom"])
@@ -247,7 +249,7 @@ def _apply(plan: list[tuple[DataFlow, dict[str, Any]]]) -> None:
             flow.__dict__["_loaded_node"] = (dict(node["state"]), node["live"])
 
 
-def load_pipeline(root: DataFlow, state: Any) -> None:
+def load_pipeline(root: DataFlow[Any], state: Any) -> None:
     """Load an envelope made by :func:`save_pipeline` into ``root``'s pipeline."""
     if not isinstance(state, Mapping) or state.get("format") != FORMAT:
         hint = ""

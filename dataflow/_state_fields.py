@@ -115,13 +115,13 @@ def load_rng(stage: str, rng: Any, state: Any) -> None:
 def exhausted(it: Iterator[Any]) -> bool:
     """Whether a ``list``/``tuple`` iterator has raised ``StopIteration`` (CPython drops the
     sequence then, which ``__reduce__`` shows). A ``range`` iterator never says so."""
-    return len(it.__reduce__()) < 3  # type: ignore[attr-defined]
+    return len(it.__reduce__()) < 3
 
 
 def position(it: Iterator[Any], total: int) -> int:
     """How many items a ``list``/``tuple``/``range`` iterator over ``total`` items has yielded,
     read without advancing it (``total`` once exhausted)."""
-    reduced = it.__reduce__()  # type: ignore[attr-defined]
+    reduced = it.__reduce__()
     return total if len(reduced) < 3 else int(reduced[2])
 
 

@@ -39,7 +39,7 @@ from .errors import DataFlowNotReset, DataFlowReentrantError, DataFlowTerminated
 __all__ = ["DataFlow", "DataFlowTerminated", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
 
 #: The type of a datapoint, a list/tuple of components or a dict of named components.
-Datapoint = list | tuple | dict
+Datapoint = list[Any] | tuple[Any, ...] | dict[Any, Any]
 
 _F = TypeVar("_F", bound="DataFlow[Any]")
 
@@ -147,7 +147,7 @@ class DataFlow(FluentMixin[T_co]):
         """Restore :meth:`_get_state`'s output; with ``live`` the next ``__iter__`` continues."""
         raise NotImplementedError
 
-    def _state_upstreams(self) -> Sequence[DataFlow]:
+    def _state_upstreams(self) -> Sequence[DataFlow[Any]]:
         """The flows whose states nest under this stage's (those it iterates in this process)."""
         return ()
 
@@ -209,10 +209,10 @@ class _EpochRef:
 
     __slots__ = ("_ref",)
 
-    def __init__(self, gen: GeneratorType | None) -> None:
+    def __init__(self, gen: GeneratorType[Any] | None) -> None:
         self._ref = None if gen is None else weakref.ref(gen)
 
-    def __call__(self) -> GeneratorType | None:
+    def __call__(self) -> GeneratorType[Any] | None:
         return None if self._ref is None else self._ref()
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -286,13 +286,13 @@ def _check_upstream(stage: str, ds: object) -> None:
         )
 
 
-class ProxyDataFlow(DataFlow):
+class ProxyDataFlow(DataFlow[Any]):
     """A flow that wraps one upstream flow ``ds`` and forwards ``reset_state``, ``close``,
     ``len`` and the state protocol to it; subclasses override what they change."""
 
     stateless = True  # __iter__ below is the upstream's
 
-    def __init__(self, ds: DataFlow) -> None:
+    def __init__(self, ds: DataFlow[Any]) -> None:
         _check_upstream(type(self).__name__, ds)
         self.ds = ds
 
@@ -308,7 +308,7 @@ class ProxyDataFlow(DataFlow):
     def __iter__(self) -> Iterator[Any]:
         return iter(self.ds)
 
-    def _state_upstreams(self) -> Sequence[DataFlow]:
+    def _state_upstreams(self) -> Sequence[DataFlow[Any]]:
         return (self.ds,)
 
 

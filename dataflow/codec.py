@@ -117,7 +117,7 @@ class _Encoder:
         )
 
     def pack(self, obj: Any) -> bytes:
-        return _Packer(default=self.default, use_bin_type=True, strict_types=True).pack(obj)
+        return _Packer(default=self.default, use_bin_type=True, strict_types=True).pack(obj)  # type: ignore[no-any-return]
 
 
 @functools.lru_cache(maxsize=1024)

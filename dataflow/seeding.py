@@ -103,7 +103,7 @@ def seed_sequence(seed: int | None = None) -> np.random.SeedSequence:
         return np.random.SeedSequence(int(seed), spawn_key=_worker_key)
     with _lock:
         if _global_root is not None:
-            return _global_root.spawn(1)[0]
+            return _global_root.spawn(1)[0]  # type: ignore[no-any-return]
     return np.random.SeedSequence()
 
 

@@ -46,7 +46,7 @@ def _internals() -> tuple[Any, Any] | None:
     lacks one of them."""
     try:
         from jax._src import core
-        from jax._src.lib import xla_client
+        from jax._src.lib import xla_client  # type: ignore[attr-defined]
 
         return xla_client.batched_device_put, core.ShapedArray
     except Exception:  # another jax version: the public path only

@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-def _reset_once(df: DataFlow) -> None:
+def _reset_once(df: DataFlow[Any]) -> None:
     """``reset_state()`` once per process (tf.data may call the generator many times)."""
     if getattr(df, "_dataflow_tf_reset_pid", None) != os.getpid():
         df.reset_state()
@@ -59,7 +59,7 @@ def _spec(stage: str, key: Any, values: Sequence[Any]) -> Any:
     return tf.TensorSpec(shape=shape, dtype=tf.as_dtype(dtype))
 
 
-def infer_signature(df: DataFlow, num_samples: int = 8) -> Any:
+def infer_signature(df: DataFlow[Any], num_samples: int = 8) -> Any:
     """The ``output_signature`` of ``df``, from its first ``num_samples`` datapoints.
 
     Dimensions that differ among them become ``None``; dtypes follow numpy (Python ints give
@@ -83,7 +83,7 @@ def infer_signature(df: DataFlow, num_samples: int = 8) -> Any:
     raise TypeError(f"infer_signature: a datapoint must be a list/tuple or dict, got {type(first).__name__}")
 
 
-def dataflow_to_dataset(df: DataFlow, output_signature: Any = None) -> Any:
+def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
     """``df`` as a ``tf.data.Dataset`` (through ``from_generator``).
 
     One iteration of the dataset is one epoch of ``df``: a finite flow gives a finite
@@ -189,7 +189,7 @@ class QueueInput:
     Use it as a context manager.
     """
 
-    def __init__(self, df: DataFlow, capacity: int = 50, output_signature: Any = None) -> None:
+    def __init__(self, df: DataFlow[Any], capacity: int = 50, output_signature: Any = None) -> None:
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"{type(self).__name__}: capacity must be an int >= 1, got {capacity!r}")
         signature = infer_signature(df) if output_signature is None else output_signature
@@ -271,7 +271,7 @@ class BatchQueueInput(QueueInput):
     (``dequeue_many``); every component must have a fully defined shape."""
 
     def __init__(
-        self, df: DataFlow, batch_size: int, capacity: int = 50, output_signature: Any = None
+        self, df: DataFlow[Any], batch_size: int, capacity: int = 50, output_signature: Any = None
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"BatchQueueInput: batch_size must be an int >= 1, got {batch_size!r}")

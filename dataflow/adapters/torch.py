@@ -84,20 +84,20 @@ class DataFlowDataset(IterableDataset[Any]):
     after an epoch's last datapoint resumes with the rest of that epoch, which is empty.
     """
 
-    def __init__(self, df: DataFlow, convert: bool = True, shard: bool = True) -> None:
+    def __init__(self, df: DataFlow[Any], convert: bool = True, shard: bool = True) -> None:
         super().__init__()
         self.df = df
         self.convert = convert
         self.shard = shard
         self._reset_pid: int | None = None
-        self._flow: DataFlow | None = None  # what this process iterates (df, or its shard)
+        self._flow: DataFlow[Any] | None = None  # what this process iterates (df, or its shard)
         self._pending: Mapping[str, Any] | None = None
         self._shard_seed = int(np.random.SeedSequence().generate_state(1)[0])  # drawn once, here
 
     def __len__(self) -> int:
         return len(self.df)
 
-    def _prepare(self) -> DataFlow:
+    def _prepare(self) -> DataFlow[Any]:
         """Reset the flow once per process (sharded in a DataLoader worker) and load a
         pending state."""
         info = torch.utils.data.get_worker_info()
@@ -144,7 +144,7 @@ class DataFlowDataset(IterableDataset[Any]):
         self._pending = state
 
 
-def to_torch(df: DataFlow, convert: bool = True, shard: bool = True) -> DataFlowDataset:
+def to_torch(df: DataFlow[Any], convert: bool = True, shard: bool = True) -> DataFlowDataset:
     """``df`` as a ``torch.utils.data.IterableDataset`` (see :class:`DataFlowDataset`).
 
     Typical use, with batching and parallelism done by dataflow::

@@ -20,7 +20,7 @@ def dataset_dir(name: str, explicit: Any = None) -> str:
     """The directory of dataset ``name``: ``explicit`` if given, else under
     ``$TENSORPACK_DATASET``, else under ``~/tensorpack_data``."""
     if explicit is not None:
-        return os.path.expanduser(os.fspath(explicit))
+        return os.path.expanduser(os.fspath(explicit))  # type: ignore[no-any-return]
     root = os.environ.get("TENSORPACK_DATASET") or os.path.join(os.path.expanduser("~"), "tensorpack_data")
     return os.path.join(root, name)
 

@@ -41,7 +41,7 @@ def require(module: str, extra: str, stage: str) -> Any:
 def fspath(stage: str, name: str, path: object) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{stage}: {name} must be a str or os.PathLike, got {type(path).__name__} ({path!r})")
-    return os.fspath(path)  # type: ignore[arg-type]
+    return os.fspath(path)
 
 
 def check_flow(stage: str, df: object) -> None:

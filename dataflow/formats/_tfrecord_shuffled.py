@@ -18,7 +18,7 @@ from .tfrecord import TFRecordData, _decoder
 __all__ = ["ShuffledTFRecordData"]
 
 
-class ShuffledTFRecordData(IndexedSource, TFRecordData):
+class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):
     """What ``TFRecordData(paths, shuffle=True)`` builds: a random-access source over the
     records of all files (a new permutation each epoch, sharded by index), each record read
     at the offset its file's index gives (``pread``; both CRCs checked). Checkpoints like

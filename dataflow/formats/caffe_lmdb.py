@@ -78,7 +78,7 @@ def decode_datum(value: bytes) -> list[Any]:
 
 def CaffeLMDB(
     lmdb_path: PathType, shuffle: bool = True, keys: Any = None, seed: int | None = None
-) -> DataFlow:
+) -> DataFlow[Any]:
     """Read a Caffe LMDB (values are ``caffe.Datum``) and yield ``[HWC image, label]``.
 
     ``lmdb_path``, ``shuffle`` and ``keys`` are :class:`~dataflow.LMDBData`'s (e.g.

@@ -104,7 +104,7 @@ def _read_column(ds: Any) -> Any:
     return ds[...]
 
 
-class HDF5Data(IndexedSource):
+class HDF5Data(IndexedSource[Any]):
     """Zip the datasets ``data_paths`` of an HDF5 file: datapoint ``i`` is
     ``[file[p][i] for p in data_paths]`` (any HDF5 file; ours also restore ``str``/``bytes``).
 
@@ -212,7 +212,7 @@ class HDF5Serializer:
 
     @staticmethod
     def save(
-        df: DataFlow,
+        df: DataFlow[Any],
         path: PathType,
         data_paths: Sequence[str],
         *,

@@ -39,7 +39,7 @@ def data_key(index: int) -> bytes:
     return b"%010d" % index
 
 
-class LMDBData(IndexedSource):
+class LMDBData(IndexedSource[Any]):
     """Read any LMDB database and yield ``[key, value]`` (both ``bytes``) per entry.
 
     ``lmdb_path`` is a directory holding ``data.mdb`` or an LMDB file. With
@@ -240,7 +240,7 @@ class LMDBDataDecoder(ProxyDataFlow):
     ``decoder(key, value)``; a ``None`` result drops the entry (``len`` is then an upper
     bound). Order, epochs and reentrancy are the upstream's."""
 
-    def __init__(self, lmdb_data: DataFlow, decoder: Callable[[bytes, bytes], Any]) -> None:
+    def __init__(self, lmdb_data: DataFlow[Any], decoder: Callable[[bytes, bytes], Any]) -> None:
         super().__init__(lmdb_data)
         if not callable(decoder):
             raise TypeError(f"LMDBDataDecoder: decoder must be callable, got {type(decoder).__name__}")
@@ -347,7 +347,7 @@ class LMDBSerializer:
 
     @staticmethod
     def save(
-        df: DataFlow,
+        df: DataFlow[Any],
         path: PathType,
         write_frequency: int = 5000,
         *,

@@ -86,7 +86,7 @@ def _read(stage: str, path: str, members: tuple[str, ...]) -> dict[str, np.ndarr
     return out
 
 
-class _NumpyData(IndexedSource):
+class _NumpyData(IndexedSource[Any]):
     """The datapoints of an npz written by :meth:`NumpySerializer.save`: the whole file is
     read into memory by ``reset_state()`` and each datapoint decoded when yielded (arrays
     are fresh copies each epoch). ``len`` is exact. Reentrant. Checkpoints, resumes (without
@@ -156,7 +156,7 @@ class NumpySerializer:
 
     @staticmethod
     def save(
-        df: DataFlow,
+        df: DataFlow[Any],
         path: PathType,
         *,
         compressed: bool = False,
@@ -181,7 +181,7 @@ class NumpySerializer:
     @staticmethod
     def load(
         path: PathType, shuffle: bool = True, seed: int | None = None, *, allow_pickle: bool = False
-    ) -> DataFlow:
+    ) -> DataFlow[Any]:
         """A flow of the decoded datapoints of an npz written by :meth:`save`, in write order
         or in a new permutation each epoch. The file is read by ``reset_state()``; a file
         that is not ours, damaged, or of a newer format version raises

@@ -68,7 +68,7 @@ def _decoder(stage: str, decode: str) -> Callable[[bytes], Any] | None:
     return None
 
 
-class TFRecordData(DataFlow):
+class TFRecordData(DataFlow[Any]):
     """Read one TFRecord file, or several in order: any TFRecord file, or our own.
 
     ``decode`` says what a datapoint is: ``True`` (or ``"codec"``) decodes each record with
@@ -257,7 +257,7 @@ class TFRecordSerializer:
     """
 
     @staticmethod
-    def save(df: DataFlow, path: PathType, *, overwrite: bool = False, progress: bool = True) -> None:
+    def save(df: DataFlow[Any], path: PathType, *, overwrite: bool = False, progress: bool = True) -> None:
         """Write every datapoint of one epoch of ``df`` (after ``df.reset_state()``) to
         ``path``, one record each, encoded with the safe codec, and its index to
         ``path + ".index"``. All or nothing: the file appears at ``path`` only once complete

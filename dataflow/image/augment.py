@@ -60,7 +60,7 @@ class _Augmenting:
     """What the three flows share: the augmentor list, seeding, RNG state, error policy."""
 
     augs: AugmentorList
-    ds: DataFlow
+    ds: DataFlow[Any]
     _copy: bool
     _catch: bool
     _aug_seed: int | None
@@ -140,7 +140,7 @@ class AugmentImageComponent(_Augmenting, MapDataComponent):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         augmentors: Any,
         index: int | str = 0,
         copy: bool = True,
@@ -172,7 +172,7 @@ class AugmentImageCoordinates(_Augmenting, MapData):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         augmentors: Any,
         img_index: int | str = 0,
         coords_index: int | str = 1,
@@ -212,7 +212,7 @@ class AugmentImageComponents(_Augmenting, MapData):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         augmentors: Any,
         index: Sequence[int | str] = (0, 1),
         coords_index: Sequence[int | str] = (),

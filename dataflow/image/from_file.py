@@ -16,7 +16,7 @@ from ..sources._indexed import IndexedSource
 __all__ = ["ImageFromFile"]
 
 
-class ImageFromFile(IndexedSource):
+class ImageFromFile(IndexedSource[Any]):
     """Yield ``[image]`` for each file of ``files``: an ``(h, w, 3)`` RGB ``uint8`` array
     (``channel=3``; grayscale files are converted) or ``(h, w, 1)`` (``channel=1``),
     resized to ``resize`` (``(h, w)`` or an int) when given.

@@ -53,7 +53,7 @@ class ToUint8(PhotometricAugmentor):
     def _augment(self, img: np.ndarray, _: Any) -> np.ndarray:
         if img.dtype == np.uint8:
             return img
-        return np.clip(img, 0, 255).astype(np.uint8)
+        return np.clip(img, 0, 255).astype(np.uint8)  # type: ignore[no-any-return]
 
 
 class ToFloat32(PhotometricAugmentor):

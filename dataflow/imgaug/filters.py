@@ -102,7 +102,7 @@ class Clip(PhotometricAugmentor):
         self.min, self.max = min, max
 
     def _augment(self, img: np.ndarray, _: Any) -> np.ndarray:
-        return np.clip(img, self.min, self.max)
+        return np.clip(img, self.min, self.max)  # type: ignore[no-any-return]
 
 
 class MinMaxNormalize(PhotometricAugmentor):

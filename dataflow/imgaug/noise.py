@@ -32,7 +32,7 @@ class JpegNoise(PhotometricAugmentor):
         out = cv.imdecode(enc, cv.IMREAD_UNCHANGED)
         if out.ndim == 2 and img.ndim == 3:
             out = out[:, :, np.newaxis]
-        return out if out.dtype == img.dtype else out.astype(img.dtype)
+        return out if out.dtype == img.dtype else out.astype(img.dtype)  # type: ignore[no-any-return]
 
 
 class GaussianNoise(PhotometricAugmentor):
@@ -51,7 +51,7 @@ class GaussianNoise(PhotometricAugmentor):
         ret += img
         if self.clip or img.dtype == np.uint8:
             np.clip(ret, 0, 255, out=ret)
-        return ret.astype(img.dtype, copy=False)
+        return ret.astype(img.dtype, copy=False)  # type: ignore[no-any-return]
 
 
 class SaltPepperNoise(PhotometricAugmentor):

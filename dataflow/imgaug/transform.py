@@ -38,7 +38,7 @@ def as_coords(coords: Any, stage: str) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[1] != 2:
         raise ValueError(f"{stage}: coordinates must be an N x 2 array of (x, y), got shape {arr.shape}")
     if arr.dtype.kind == "f":
-        return arr.copy()
+        return arr.copy()  # type: ignore[no-any-return]
     if arr.dtype.kind not in "iub":
         raise TypeError(f"{stage}: coordinates must be numbers, got dtype {arr.dtype}")
     return arr.astype(np.float64)
@@ -161,7 +161,7 @@ class WarpAffineTransform(Transform):
         c = as_coords(coords, "WarpAffineTransform")
         m = self.mat
         out = (c - 0.5) @ m[:, :2].T + (m[:, 2] + 0.5)
-        return out.astype(c.dtype, copy=False)
+        return out.astype(c.dtype, copy=False)  # type: ignore[no-any-return]
 
 
 class FlipTransform(Transform):
@@ -194,7 +194,7 @@ class TransposeTransform(Transform):
         return _keep_ndim(img, cv2().transpose(img))
 
     def apply_coords(self, coords: Any) -> np.ndarray:
-        return as_coords(coords, "TransposeTransform")[:, ::-1].copy()
+        return as_coords(coords, "TransposeTransform")[:, ::-1].copy()  # type: ignore[no-any-return]
 
 
 class PasteTransform(Transform):

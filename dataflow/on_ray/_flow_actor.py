@@ -38,7 +38,7 @@ Start = tuple[int, bool, Mapping[str, Any] | None]
 class FlowActor:
     def __init__(
         self,
-        source: DataFlow | Callable[[], DataFlow],
+        source: DataFlow[Any] | Callable[[], DataFlow[Any]],
         index: int,
         num_workers: int,
         shard: bool,
@@ -53,12 +53,12 @@ class FlowActor:
             seed,
         )
         self.gen, self.waiting, self.state_to_load = start
-        self.flow: DataFlow | None = None
+        self.flow: DataFlow[Any] | None = None
         self.it: Iterator[Any] | None = None
         self.produced = self.state_to_load is not None  # a resumed pass may have nothing left
         self.where = f"worker {index} of RayRunner (pid {os.getpid()})"
 
-    def _setup(self) -> DataFlow:
+    def _setup(self) -> DataFlow[Any]:
         if self.flow is None:
             # copies are seeded apart; shards of one pass share a seed, so that a shuffle
             # before the shard is the same order on every worker and the shards partition it

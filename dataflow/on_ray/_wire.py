@@ -43,7 +43,7 @@ def pack(obj: Any) -> Packed:
         from ray import cloudpickle
 
         buffers.clear()
-        return cloudpickle.dumps(obj, protocol=5, buffer_callback=keep_large), buffers
+        return cloudpickle.dumps(obj, protocol=5, buffer_callback=keep_large), buffers  # type: ignore[no-untyped-call]
 
 
 def unpack(packed: Packed) -> Any:

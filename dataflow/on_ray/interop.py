@@ -16,7 +16,7 @@ from ._connect import connected_ray
 __all__ = ["DataFromRay", "from_ray", "to_ray"]
 
 
-class DataFromRay(DataFromGenerator):
+class DataFromRay(DataFromGenerator[Any]):
     """The rows (dicts of column values) of a ``ray.data.Dataset``, streamed with
     ``iter_rows()``; or, with ``batch_size``, its batches (dicts of arrays) with
     ``iter_batches``. Each epoch executes the dataset's plan again, streaming (Ray Data's
@@ -50,7 +50,7 @@ class DataFromRay(DataFromGenerator):
         return iter(self.dataset.iter_batches(batch_size=self.batch_size, batch_format=self.batch_format))
 
 
-def from_ray(dataset: Any, *, batch_size: int | None = None, size: int | None = None) -> DataFlow:
+def from_ray(dataset: Any, *, batch_size: int | None = None, size: int | None = None) -> DataFlow[Any]:
     """A DataFlow over a ``ray.data.Dataset`` (see :class:`DataFromRay`): rows as dicts, or
     batches of ``batch_size`` rows as dicts of numpy arrays."""
     return DataFromRay(dataset, batch_size=batch_size, size=size)
@@ -59,7 +59,7 @@ def from_ray(dataset: Any, *, batch_size: int | None = None, size: int | None = 
 class _ShardRows:
     """The rows of one shard of a flow, made in a Ray Data task (a generator: streamed)."""
 
-    def __init__(self, flow: DataFlow, num_shards: int, columns: Sequence[str] | None) -> None:
+    def __init__(self, flow: DataFlow[Any], num_shards: int, columns: Sequence[str] | None) -> None:
         self.flow, self.num_shards, self.columns = flow, num_shards, columns
 
     def __call__(self, row: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -83,7 +83,7 @@ def _as_row(dp: Any, columns: Sequence[str] | None) -> dict[str, Any]:
     return dict(zip(names, dp))
 
 
-def to_ray(flow: DataFlow, *, num_shards: int = 1, columns: Sequence[str] | None = None) -> Any:
+def to_ray(flow: DataFlow[Any], *, num_shards: int = 1, columns: Sequence[str] | None = None) -> Any:
     """A lazy ``ray.data.Dataset`` of the rows of ``flow`` (one epoch).
 
     Dict datapoints become rows as they are; list/tuple datapoints become rows with the

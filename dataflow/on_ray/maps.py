@@ -96,7 +96,7 @@ class RayMapData(ParallelMapBase):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         num_actors: int,
         map_func: Callable[..., Any],
         buffer_size: int = 200,
@@ -168,7 +168,7 @@ class RayMapData(ParallelMapBase):
                     f"{doing} within timeout={self.timeout}s (not enough free resources for "
                     f"{self._options}? available: {ray.available_resources()})"
                 )
-        return ray.get(list(refs))
+        return ray.get(list(refs))  # type: ignore[no-any-return]
 
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
         if not self._actors:

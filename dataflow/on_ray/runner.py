@@ -49,7 +49,7 @@ from ._workers import Workers
 __all__ = ["RayRunner"]
 
 
-class RayRunner(DataFlow):
+class RayRunner(DataFlow[Any]):
     """Run ``num_workers`` copies of a flow on Ray workers and merge them (see the module
     docstring).
 
@@ -76,7 +76,7 @@ class RayRunner(DataFlow):
 
     def __init__(
         self,
-        flow: DataFlow | Callable[[], DataFlow],
+        flow: DataFlow[Any] | Callable[[], DataFlow[Any]],
         num_workers: int,
         *,
         shard: bool = False,

@@ -42,7 +42,7 @@ class BatchData(ProxyDataFlow):
     """
 
     def __init__(
-        self, ds: DataFlow, batch_size: int, remainder: bool = False, use_list: bool = False
+        self, ds: DataFlow[Any], batch_size: int, remainder: bool = False, use_list: bool = False
     ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
@@ -107,7 +107,7 @@ class BatchDataByShape(BatchData):
     ``len`` (only with ``remainder=False``) is ``len(ds) // batch_size``, an upper bound.
     """
 
-    def __init__(self, ds: DataFlow, batch_size: int, idx: int | str, remainder: bool = False) -> None:
+    def __init__(self, ds: DataFlow[Any], batch_size: int, idx: int | str, remainder: bool = False) -> None:
         super().__init__(ds, batch_size, remainder=True)
         self.remainder = bool(remainder)
         self.idx = idx

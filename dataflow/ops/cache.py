@@ -13,7 +13,7 @@ from ..errors import StateError
 __all__ = ["CacheData"]
 
 
-class CacheData(ProxyDataFlow, RNGDataFlow):
+class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
     """Produce the upstream's first complete pass, then replay it from memory.
 
     Only a *complete* pass is cached: if the first epoch is abandoned midway, what was seen
@@ -32,7 +32,7 @@ class CacheData(ProxyDataFlow, RNGDataFlow):
     random-access source).
     """
 
-    def __init__(self, ds: DataFlow, shuffle: bool = False, seed: int | None = None) -> None:
+    def __init__(self, ds: DataFlow[Any], shuffle: bool = False, seed: int | None = None) -> None:
         ProxyDataFlow.__init__(self, ds)
         RNGDataFlow.__init__(self, seed)
         self._shuffle = bool(shuffle)
@@ -71,7 +71,7 @@ class CacheData(ProxyDataFlow, RNGDataFlow):
             order = self.rng.permutation(len(cache)).tolist()
         self._replay = cur = iter(order)
         if resume:
-            cur.__setstate__(resume)  # type: ignore[attr-defined]
+            cur.__setstate__(resume)
         return self._track(map(cache.__getitem__, cur) if self._shuffle else cur)
 
     def _first_pass(self, itr: Iterator[Any]) -> Iterator[Any]:

@@ -27,7 +27,7 @@ def _check_flows(stage: str, df_lists: Sequence[Any]) -> list[Any]:
     return list(df_lists)
 
 
-class _MultiUpstream(DataFlow):
+class _MultiUpstream(DataFlow[Any]):
     df_lists: list[Any]
 
     def reset_state(self) -> None:
@@ -38,7 +38,7 @@ class _MultiUpstream(DataFlow):
         for df in self.df_lists:
             df.close()
 
-    def _state_upstreams(self) -> Sequence[DataFlow]:
+    def _state_upstreams(self) -> Sequence[DataFlow[Any]]:
         return self.df_lists
 
 
@@ -46,7 +46,7 @@ class ConcatData(_MultiUpstream):
     """One epoch of each flow, one after the other. ``len`` is the sum of their lengths.
     State: which flow is being read."""
 
-    def __init__(self, df_lists: Sequence[DataFlow]) -> None:
+    def __init__(self, df_lists: Sequence[DataFlow[Any]]) -> None:
         self.df_lists = _check_flows(type(self).__name__, df_lists)
         self._k = 0
 
@@ -91,7 +91,7 @@ class JoinData(_MultiUpstream):
 
     stateless = True
 
-    def __init__(self, df_lists: Sequence[DataFlow]) -> None:
+    def __init__(self, df_lists: Sequence[DataFlow[Any]]) -> None:
         self.df_lists = _check_flows(type(self).__name__, df_lists)
 
     def __len__(self) -> int:
@@ -128,7 +128,7 @@ def _merge_dicts(dps: Sequence[Any]) -> dict[Any, Any]:
     return merged
 
 
-class RandomChooseData(_MultiUpstream, RNGDataFlow):
+class RandomChooseData(_MultiUpstream, RNGDataFlow[Any]):
     """Each datapoint comes from a flow drawn at random (uniformly, or with given probabilities).
 
     ``df_lists`` is a list of flows or of ``(flow, probability)`` pairs summing to 1. The
@@ -192,7 +192,7 @@ class RandomChooseData(_MultiUpstream, RNGDataFlow):
         self._load_rng(field(stage, state, "rng", (dict, type(None))))
 
 
-class RandomMixData(_MultiUpstream, RNGDataFlow):
+class RandomMixData(_MultiUpstream, RNGDataFlow[Any]):
     """All datapoints of every flow, in a random interleaving that keeps each flow's order.
 
     Every flow must have an exact ``len``; the epoch has ``sum`` of them. A flow that ends
@@ -200,7 +200,7 @@ class RandomMixData(_MultiUpstream, RNGDataFlow):
     position in the epoch's interleaving (drawn again from the RNG's state at its start).
     """
 
-    def __init__(self, df_lists: Sequence[DataFlow], seed: int | None = None) -> None:
+    def __init__(self, df_lists: Sequence[DataFlow[Any]], seed: int | None = None) -> None:
         RNGDataFlow.__init__(self, seed)
         self.df_lists = _check_flows(type(self).__name__, df_lists)
         for n, df in enumerate(self.df_lists):
@@ -229,7 +229,7 @@ class RandomMixData(_MultiUpstream, RNGDataFlow):
         rng.shuffle(order)
         self._order = cur = iter(order.tolist())
         if start:
-            cur.__setstate__(start)  # type: ignore[attr-defined]
+            cur.__setstate__(start)
         return self._track(self._mixed(cur, sizes, [iter(df) for df in self.df_lists]))
 
     def _mixed(self, order: Iterator[int], sizes: list[int], itrs: list[Iterator[Any]]) -> Iterator[Any]:

@@ -36,7 +36,7 @@ class InterleaveData(ProxyDataFlow):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         func: Callable[[Any], Any],
         cycle_length: int = 2,
         block_length: int = 1,
@@ -144,7 +144,7 @@ class _Slot:
 
     __slots__ = ("element", "itr", "sub")
 
-    def __init__(self, element: Any, sub: DataFlow, itr: Iterator[Any]) -> None:
+    def __init__(self, element: Any, sub: DataFlow[Any], itr: Iterator[Any]) -> None:
         self.element, self.sub, self.itr = element, sub, itr
 
     def close(self) -> None:

@@ -43,7 +43,7 @@ class MapData(ProxyDataFlow):
     """
 
     def __init__(
-        self, ds: DataFlow, func: Callable[..., Any], *, item_rng: bool = False, seed: int | None = None
+        self, ds: DataFlow[Any], func: Callable[..., Any], *, item_rng: bool = False, seed: int | None = None
     ) -> None:
         super().__init__(ds)
         _check_callable(type(self).__name__, "func", func)
@@ -124,7 +124,7 @@ class MapDataComponent(ProxyDataFlow):
     that component raises :class:`~dataflow.errors.ComponentError`.
     """
 
-    def __init__(self, ds: DataFlow, func: Callable[[Any], Any], index: int | str = 0) -> None:
+    def __init__(self, ds: DataFlow[Any], func: Callable[[Any], Any], index: int | str = 0) -> None:
         super().__init__(ds)
         _check_callable(type(self).__name__, "func", func)
         self.func = func
@@ -149,7 +149,7 @@ class FilterData(ProxyDataFlow):
     ``len`` is the upstream's, documented as an upper bound.
     """
 
-    def __init__(self, ds: DataFlow, predicate: Callable[[Any], bool]) -> None:
+    def __init__(self, ds: DataFlow[Any], predicate: Callable[[Any], bool]) -> None:
         super().__init__(ds)
         _check_callable(type(self).__name__, "predicate", predicate)
         self.predicate = predicate
@@ -167,7 +167,7 @@ class SelectComponent(ProxyDataFlow):
     dict of the selected keys. ``len`` is the upstream's (exact).
     """
 
-    def __init__(self, ds: DataFlow, idxs: Sequence[int | str]) -> None:
+    def __init__(self, ds: DataFlow[Any], idxs: Sequence[int | str]) -> None:
         super().__init__(ds)
         if isinstance(idxs, (int, str)) or not isinstance(idxs, Sequence) or len(idxs) == 0:
             raise ValueError(

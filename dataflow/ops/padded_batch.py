@@ -28,7 +28,7 @@ class PaddedBatchData(BatchData):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         batch_size: int,
         padding_value: Any = 0,
         remainder: bool = False,

@@ -17,7 +17,7 @@ _second = itemgetter(1)
 __all__ = ["FixedSizeData", "RepeatedData", "RepeatedDataPoint", "TakeData"]
 
 
-def _empty_epoch(stage: str, ds: DataFlow) -> ValueError:
+def _empty_epoch(stage: str, ds: DataFlow[Any]) -> ValueError:
     return ValueError(
         f"{stage}: the upstream {type(ds).__name__} produced an empty epoch; repeating it "
         f"would never yield a datapoint (the loop would hang), so this is an error"
@@ -33,7 +33,7 @@ class RepeatedData(ProxyDataFlow):
     State: how many upstream epochs of the current one are complete.
     """
 
-    def __init__(self, ds: DataFlow, num: int) -> None:
+    def __init__(self, ds: DataFlow[Any], num: int) -> None:
         super().__init__(ds)
         self.num = check_int(type(self).__name__, "num", num, minimum=1, allow=(-1,))
 
@@ -78,7 +78,7 @@ class RepeatedDataPoint(ProxyDataFlow):
 
     State: the datapoint being repeated (codec-encoded) and how many copies are left."""
 
-    def __init__(self, ds: DataFlow, num: int) -> None:
+    def __init__(self, ds: DataFlow[Any], num: int) -> None:
         super().__init__(ds)
         self.num = check_int(type(self).__name__, "num", num)
 
@@ -107,7 +107,7 @@ class RepeatedDataPoint(ProxyDataFlow):
         if not live or rep is None:
             return {"left": 0}
         dp, copies = rep
-        left = copies.__length_hint__()  # type: ignore[attr-defined]
+        left = copies.__length_hint__()
         if not left:
             return {"left": 0}
         return {"left": left, "datapoint": encode_items(type(self).__name__, [dp], "repeated datapoint")}
@@ -129,7 +129,7 @@ class FixedSizeData(ProxyDataFlow):
     is shared between epochs). An upstream that yields nothing raises ``ValueError``.
     """
 
-    def __init__(self, ds: DataFlow, size: int, keep_state: bool = True) -> None:
+    def __init__(self, ds: DataFlow[Any], size: int, keep_state: bool = True) -> None:
         super().__init__(ds)
         self._size = check_int(type(self).__name__, "size", size)
         self._keep = bool(keep_state)
@@ -194,7 +194,7 @@ class TakeData(ProxyDataFlow):
     State: how many were taken in the current epoch.
     """
 
-    def __init__(self, ds: DataFlow, n: int) -> None:
+    def __init__(self, ds: DataFlow[Any], n: int) -> None:
         super().__init__(ds)
         self.n = check_int(type(self).__name__, "n", n, minimum=0)
 

@@ -47,7 +47,7 @@ class ShardData(ProxyDataFlow):
     """
 
     def __init__(
-        self, ds: DataFlow, num_shards: int, index: int, equal: bool = True, pad: bool = False
+        self, ds: DataFlow[Any], num_shards: int, index: int, equal: bool = True, pad: bool = False
     ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
@@ -146,7 +146,7 @@ class ShardData(ProxyDataFlow):
             self._resume = (int_field(stage, state, "position"), first, padded)
 
 
-def shard_key(ds: DataFlow) -> tuple[int, ...]:
+def shard_key(ds: DataFlow[Any]) -> tuple[int, ...]:
     """``(num_shards, index)`` of a :class:`ShardData` below ``ds`` (through single-upstream
     stages), or ``()``: what per-item RNGs add to their seed so that ranks draw independently."""
     flow: Any = ds
@@ -157,7 +157,7 @@ def shard_key(ds: DataFlow) -> tuple[int, ...]:
     return ()
 
 
-def _hint_index_sharding(ds: DataFlow) -> None:
+def _hint_index_sharding(ds: DataFlow[Any]) -> None:
     """Warn when a random-access source sits below ``ds`` through single-upstream stages: a
     shard placed right after it would read only this rank's part."""
     chain, flow = [type(ds).__name__], ds

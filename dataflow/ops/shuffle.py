@@ -17,7 +17,7 @@ __all__ = ["LocallyShuffleData"]
 _DRAW_CHUNK = 4096
 
 
-class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
+class LocallyShuffleData(ProxyDataFlow, RNGDataFlow[Any]):
     """Shuffle through a buffer of ``buffer_size`` datapoints, one upstream epoch at a time.
 
     The buffer is filled from the upstream; then each new datapoint replaces a uniformly
@@ -38,7 +38,7 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         buffer_size: int,
         num_reuse: int = 1,
         shuffle_interval: int | None = None,
@@ -87,7 +87,7 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
                     yield out
             else:
                 yield from self._with_copies(itr, st, picks)
-            rng.shuffle(buf)  # type: ignore[arg-type]
+            rng.shuffle(buf)
             st.drain = iter(buf)
         yield from st.drain
 

@@ -58,7 +58,7 @@ class ParallelMapBase(ProxyDataFlow):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         map_func: Callable[..., Any],
         buffer_size: int,
         strict: bool,

@@ -96,7 +96,7 @@ def _frames(kind: bytes, worker: int, obj: Any, ring: RingWriter | None) -> tupl
 
 
 def send(
-    sock: zmq.Socket,
+    sock: zmq.Socket[Any],
     kind: bytes,
     obj: Any,
     *,
@@ -114,7 +114,7 @@ def send(
     return size
 
 
-def recv_parts(sock: zmq.Socket, flags: int = 0, header_parts: int = 3) -> list[Any]:
+def recv_parts(sock: zmq.Socket[Any], flags: int = 0, header_parts: int = 3) -> list[Any]:
     """One multipart message: the first ``header_parts`` parts as ``bytes``, the rest (large
     out-of-band buffers) as zero-copy ``zmq.Frame`` objects.
 
@@ -164,7 +164,7 @@ def decode(
     return worker, kind, pickle.loads(_buffer(frames[1]), buffers=buffers)
 
 
-def recv(sock: zmq.Socket, flags: int = 0) -> tuple[int, bytes, Any]:
+def recv(sock: zmq.Socket[Any], flags: int = 0) -> tuple[int, bytes, Any]:
     """Receive one message without shared memory: ``(worker, kind, obj)``."""
     return decode(recv_parts(sock, flags))
 

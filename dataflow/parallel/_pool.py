@@ -264,7 +264,7 @@ def resolve_shm_bytes(stage: str, shm_bytes: int | None) -> int:
 class WorkerLink:
     """A worker's side: its index, its socket to the consumer and its shared-memory ring."""
 
-    def __init__(self, index: int, sock: zmq.Socket, ring: RingWriter | None) -> None:
+    def __init__(self, index: int, sock: zmq.Socket[Any], ring: RingWriter | None) -> None:
         self.index, self.sock, self.ring = index, sock, ring
         self.pid = os.getpid()
 

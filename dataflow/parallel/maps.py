@@ -150,7 +150,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         num_proc: int | str,
         map_func: Callable[..., Any],
         buffer_size: int | str = 200,
@@ -410,7 +410,7 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         num_proc: int | str,
         map_func: Callable[..., Any],
         batch_size: int,

@@ -31,7 +31,7 @@ class ThreadPrefetchData(ProxyDataFlow):
     the datapoints read ahead but not yielded (they come first on resume).
     """
 
-    def __init__(self, ds: DataFlow, num_prefetch: int = 2, *, timeout: float | None = None) -> None:
+    def __init__(self, ds: DataFlow[Any], num_prefetch: int = 2, *, timeout: float | None = None) -> None:
         super().__init__(ds)
         self.num_prefetch = check_int(type(self).__name__, "num_prefetch", num_prefetch)
         self.timeout = check_timeout(type(self).__name__, timeout)

@@ -85,7 +85,7 @@ def _check_keypair(stage: str, keypair: Any) -> KeyPair:
 
 
 def send_dataflow_zmq(
-    df: DataFlow,
+    df: DataFlow[Any],
     addr: str,
     hwm: int = 50,
     format: str | None = None,
@@ -192,7 +192,7 @@ def _small(dp: Any) -> bool:
     return size < GROUP_ITEM_BYTES
 
 
-def _flush(sock: zmq.Socket, monitor: zmq.Socket, pending: list[Any], addr: str) -> None:
+def _flush(sock: zmq.Socket[Any], monitor: zmq.Socket[Any], pending: list[Any], addr: str) -> None:
     """Send what gathered: one datapoint as itself, several as one group message."""
     if len(pending) == 1:
         _send(sock, monitor, codec.dumps_frames(pending[0]), addr)
@@ -200,7 +200,7 @@ def _flush(sock: zmq.Socket, monitor: zmq.Socket, pending: list[Any], addr: str)
         _send(sock, monitor, [_GROUP, codec.dumps(pending)], addr)
 
 
-def _send(sock: zmq.Socket, monitor: zmq.Socket, frames: list[Any], addr: str) -> None:
+def _send(sock: zmq.Socket[Any], monitor: zmq.Socket[Any], frames: list[Any], addr: str) -> None:
     """Send without blocking forever on a peer that refused the handshake."""
     while True:
         try:
@@ -211,7 +211,7 @@ def _send(sock: zmq.Socket, monitor: zmq.Socket, frames: list[Any], addr: str) -
             sock.poll(_POLL_MS, zmq.POLLOUT)
 
 
-def _check_refused(monitor: zmq.Socket, addr: str, wait_s: float = 0.0) -> None:
+def _check_refused(monitor: zmq.Socket[Any], addr: str, wait_s: float = 0.0) -> None:
     if monitor.poll(int(wait_s * 1000)):
         from zmq.utils.monitor import recv_monitor_message  # imports asyncio and ssl: only here
 
@@ -223,7 +223,7 @@ def _check_refused(monitor: zmq.Socket, addr: str, wait_s: float = 0.0) -> None:
         )
 
 
-class RemoteDataZMQ(DataFlow):
+class RemoteDataZMQ(DataFlow[Any]):
     """Receive datapoints sent by :func:`send_dataflow_zmq` from one or more machines.
 
     Args:
@@ -279,8 +279,8 @@ class RemoteDataZMQ(DataFlow):
         self.max_message_bytes = check_int(stage, "max_message_bytes", max_message_bytes)
         self.allow_pickle = bool(allow_pickle)
         self.malformed = 0
-        self._ctx: zmq.Context | None = None
-        self._socks: list[zmq.Socket] = []
+        self._ctx: zmq.Context[Any] | None = None
+        self._socks: list[zmq.Socket[Any]] = []
         self._auth: Any = None
         self._guard = ReentrancyGuard(stage)
 

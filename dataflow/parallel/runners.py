@@ -51,7 +51,7 @@ def _runner_worker(
     parent: tuple[int, bool],
     endpoint: str,
     ring_path: str | None,
-    ds: DataFlow,
+    ds: DataFlow[Any],
     index: int,
     options: WorkerOptions,
     seed: int | None,
@@ -128,7 +128,7 @@ def _picklable(obj: Any) -> bool:
     return True
 
 
-def _answer_control(link: WorkerLink, ds: DataFlow) -> None:
+def _answer_control(link: WorkerLink, ds: DataFlow[Any]) -> None:
     """Answer a pending snapshot request with this flow's state (or the reason it has none)."""
     request = link.poll_control()
     while request is not None:
@@ -167,7 +167,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         num_proc: int = 1,
         hwm: int = 50,
         *,
@@ -194,7 +194,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self._worker_states: list[Any] | None = None  # where each worker starts (a loaded state)
         self._interrupted = False  # a Ctrl-C may have cut a message in half: restart first
 
-    def _state_upstreams(self) -> tuple[DataFlow, ...]:
+    def _state_upstreams(self) -> tuple[DataFlow[Any], ...]:
         return ()  # the flow runs in the workers; their states are this stage's own
 
     def reset_state(self) -> None:
@@ -368,5 +368,5 @@ class MultiProcessRunner(MultiProcessRunnerZMQ):
 
     _state_kind = "MultiProcessRunnerZMQ"
 
-    def __init__(self, ds: DataFlow, num_prefetch: int, num_proc: int, **kwargs: Any) -> None:
+    def __init__(self, ds: DataFlow[Any], num_prefetch: int, num_proc: int, **kwargs: Any) -> None:
         super().__init__(ds, num_proc=num_proc, hwm=num_prefetch, **kwargs)

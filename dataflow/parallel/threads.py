@@ -76,7 +76,7 @@ class MultiThreadMapData(ParallelMapBase):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         num_thread: int,
         map_func: Callable[..., Any],
         buffer_size: int = 200,
@@ -135,7 +135,7 @@ class MultiThreadMapData(ParallelMapBase):
 
 
 def _runner_thread(
-    get_df: Callable[[], DataFlow],
+    get_df: Callable[[], DataFlow[Any]],
     q: queue.Queue[Any],
     stop: threading.Event,
     pause: Pause,
@@ -164,7 +164,7 @@ def _runner_thread(
         put(q, (END, msg.capture_error(e, where, same_process=True)), stop)
 
 
-class MultiThreadRunner(DataFlow):
+class MultiThreadRunner(DataFlow[Any]):
     """Run ``num_thread`` flows, each made by ``get_df()`` in its own thread, forever, and
     merge their datapoints through a queue of ``num_prefetch``.
 
@@ -176,7 +176,7 @@ class MultiThreadRunner(DataFlow):
 
     def __init__(
         self,
-        get_df: Callable[[], DataFlow],
+        get_df: Callable[[], DataFlow[Any]],
         num_prefetch: int,
         num_thread: int,
         *,

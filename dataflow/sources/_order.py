@@ -87,10 +87,10 @@ def epoch_order(
         positions = _slice(total, spec)
         if perm is None:
             return positions if isinstance(positions, range) else positions.tolist()
-        return perm[positions].tolist() if isinstance(positions, np.ndarray) else perm[
+        return perm[positions].tolist() if isinstance(positions, np.ndarray) else perm[  # type: ignore[no-any-return]
             positions.start : positions.stop : positions.step
         ].tolist()
     left = remaining_positions(total, chain)
     if spec is not None:
         left = left[np.asarray(_slice(len(left), spec), dtype=np.int64)]
-    return (left if perm is None else perm[left]).tolist()
+    return (left if perm is None else perm[left]).tolist()  # type: ignore[no-any-return]

@@ -21,7 +21,7 @@ def _is_pair(v: object) -> bool:
     return isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, numbers.Real) for x in v)
 
 
-def _fake_component(shape: Any, dtype: Any, domain: Any) -> tuple:
+def _fake_component(shape: Any, dtype: Any, domain: Any) -> tuple[Any, ...]:
     if not isinstance(shape, (list, tuple)) or not all(_is_int(d, 0) for d in shape):
         raise ValueError(
             f"FakeData: each shape must be a list/tuple of non-negative ints, got "
@@ -49,7 +49,7 @@ def _fake_component(shape: Any, dtype: Any, domain: Any) -> tuple:
     return tuple(int(d) for d in shape), dt, lo, hi
 
 
-def _sampler(rng: np.random.Generator, shape: tuple, dt: np.dtype, lo: Any, hi: Any):
+def _sampler(rng: np.random.Generator, shape: tuple[Any, ...], dt: np.dtype, lo: Any, hi: Any) -> Any:
     if dt.kind in "iub":
         return functools.partial(rng.integers, lo, hi, shape, dt)
     native = np.dtype(np.float32) if dt.itemsize <= 4 else np.dtype(np.float64)
@@ -63,12 +63,12 @@ def _sampler(rng: np.random.Generator, shape: tuple, dt: np.dtype, lo: Any, hi: 
         v *= hi - lo
         v += lo
         v = v if native == dt else v.astype(dt)
-        return np.minimum(v, top, out=v)
+        return np.minimum(v, top, out=v)  # type: ignore[no-any-return]
 
     return draw
 
 
-class FakeData(RNGDataFlow):
+class FakeData(RNGDataFlow[Any]):
     """``size`` datapoints ``[array(shapes[0]), array(shapes[1]), ...]`` of random values.
 
     ``dtype``: one dtype or one per component. ``domain``: a ``(low, high)`` pair, or one per
@@ -126,7 +126,7 @@ class FakeData(RNGDataFlow):
         if pending is not None:
             self._fixed = pending
 
-    def __iter__(self) -> Iterator[list]:
+    def __iter__(self) -> Iterator[list[Any]]:
         draws = [_sampler(self.rng, *c) for c in self._components]  # rng: raises before reset
         counter = iter(range(self._size))
         start = self.__dict__.pop("_resume", 0)
@@ -138,12 +138,12 @@ class FakeData(RNGDataFlow):
         return self._track(self._drawn(counter, draws))
 
     @staticmethod
-    def _same(counter: Iterator[int], fixed: list[np.ndarray]) -> Iterator[list]:
+    def _same(counter: Iterator[int], fixed: list[np.ndarray]) -> Iterator[list[Any]]:
         for _ in counter:
             yield list(fixed)
 
     @staticmethod
-    def _drawn(counter: Iterator[int], draws: list[Any]) -> Iterator[list]:
+    def _drawn(counter: Iterator[int], draws: list[Any]) -> Iterator[list[Any]]:
         for _ in counter:
             yield [d() for d in draws]
 

@@ -195,7 +195,7 @@ class _NoEnd:
 _NO_END: Any = _NoEnd()
 
 
-class DataFromQueue(DataFlow):
+class DataFromQueue(DataFlow[Any]):
     """Yield ``queue.get()`` items forever, or until ``end_token`` (which ends the epoch).
 
     Works with :class:`queue.Queue`, :mod:`multiprocessing` queues, anything with

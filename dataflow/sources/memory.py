@@ -51,7 +51,7 @@ class DataFromList(IndexedSource[T_co]):
         return len(self.lst)
 
     def _getter(self) -> Callable[[int], Any]:
-        return self.lst.__getitem__  # type: ignore[no-any-return]
+        return self.lst.__getitem__
 
     def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         lst = self.lst
@@ -63,7 +63,7 @@ class DataFromList(IndexedSource[T_co]):
         return super()._open(order, start)
 
 
-class DataFromArrays(IndexedSource):
+class DataFromArrays(IndexedSource[Any]):
     """One datapoint per row of same-length arrays (``tf.data``'s ``from_tensor_slices``).
 
     ``arrays``: a list/tuple of columns, giving datapoints ``[a[i], b[i], ...]``, or a dict
@@ -79,7 +79,7 @@ class DataFromArrays(IndexedSource):
     ) -> None:
         super().__init__(seed)
         if isinstance(arrays, Mapping):
-            self._keys: list | None = list(arrays)
+            self._keys: list[Any] | None = list(arrays)
             cols = list(arrays.values())
         elif isinstance(arrays, (list, tuple)):
             self._keys, cols = None, list(arrays)
@@ -129,7 +129,7 @@ class DataFromArrays(IndexedSource):
             return map(list, zip(*columns)), first, probe
         return self._dicts(lead), first, probe
 
-    def _dicts(self, idx: Iterator[int]) -> Iterator[dict]:
+    def _dicts(self, idx: Iterator[int]) -> Iterator[dict[Any, Any]]:
         named = [(k, c.__getitem__) for k, c in zip(self._keys or (), self._cols)]
         for i in idx:
             yield {k: get(i) for k, get in named}

@@ -15,7 +15,7 @@ __all__ = ["TextLineData"]
 PathType = Union[str, bytes, "os.PathLike[str]"]
 
 
-class TextLineData(RNGDataFlow):
+class TextLineData(RNGDataFlow[Any]):
     """Yield ``[line]`` (a ``str``) for each line of each file (``tf.data.TextLineDataset``).
 
     Files are read in the given order, or in a new order each epoch with ``shuffle=True``;

@@ -12,7 +12,7 @@ from .. import _trace
 from ..base import DataFlow, ProxyDataFlow
 
 
-def chain_of(df: DataFlow) -> list[Any]:
+def chain_of(df: DataFlow[Any]) -> list[Any]:
     """``df`` and its single upstreams down to the source (see :func:`_upstream_of`)."""
     chain: list[Any] = [df]
     while (up := _upstream_of(chain[-1])) is not None and all(up is not c for c in chain):
@@ -23,7 +23,7 @@ def chain_of(df: DataFlow) -> list[Any]:
 class _TimedUpstream(ProxyDataFlow):
     """Wraps an upstream; accumulates the wall time spent inside its ``iter()``/``next()``."""
 
-    def __init__(self, ds: DataFlow) -> None:
+    def __init__(self, ds: DataFlow[Any]) -> None:
         super().__init__(ds)
         self.zero()
 
@@ -61,7 +61,7 @@ def _proxy_cost(n: int = 20000, rounds: int = 5, make: Proxy = timed) -> float:
     """Seconds per ``next()`` that the timing proxy adds outside its own window (a lower
     bound: the minimum over a few rounds over a free iterator)."""
 
-    class _Free(DataFlow):
+    class _Free(DataFlow[Any]):
         def __iter__(self) -> Iterator[Any]:
             return itertools.repeat(None, n)
 
@@ -129,7 +129,7 @@ class _TracedUpstream(_TimedUpstream):
     the upstream's track, and as a ``wait`` span on the track of the stage reading it
     (``reader``; ``None`` for the top, read by the user's loop)."""
 
-    def __init__(self, ds: DataFlow, tracer: _trace.Tracer, track: tuple[int, int],
+    def __init__(self, ds: DataFlow[Any], tracer: _trace.Tracer, track: tuple[int, int],
                  reader: tuple[int, int] | None, label: str) -> None:
         super().__init__(ds)
         self.tracer, self.track, self.reader, self.label = tracer, track, reader, label

@@ -39,7 +39,7 @@ class _FlipAndNormalize:
         return [out, label]
 
 
-def demo_pipeline(size: int = 20000, seed: int | None = None) -> DataFlow:
+def demo_pipeline(size: int = 20000, seed: int | None = None) -> DataFlow[Any]:
     """A small image-classification pipeline, in-process.
 
     ``size`` fake 32x32x3 ``uint8`` images with ``int64`` labels in ``[0, 10)``
@@ -63,7 +63,7 @@ class _PipelineSpecError(ValueError):
     """A ``module:function`` spec that does not lead to a DataFlow (the CLI exits with 2)."""
 
 
-def load_pipeline(spec: str) -> DataFlow:
+def load_pipeline(spec: str) -> DataFlow[Any]:
     """Import ``module`` and return ``function()`` for a spec ``"module:function"``.
 
     ``function`` may be a dotted path inside the module (``"mod:Factory.build"``); if it
@@ -104,7 +104,7 @@ def load_pipeline(spec: str) -> DataFlow:
             f"--pipeline {spec!r} must return a DataFlow (an object with __iter__ and "
             f"reset_state), got {type(flow).__name__}"
         )
-    return flow
+    return flow  # type: ignore[no-any-return]
 
 
 def _is_flow(obj: object) -> bool:

@@ -136,7 +136,7 @@ class PrintData(ProxyDataFlow):
 
     def __init__(
         self,
-        ds: DataFlow,
+        ds: DataFlow[Any],
         num: int = 1,
         name: str | None = None,
         max_depth: int = 3,

@@ -119,7 +119,7 @@ class ProfileResult:
         return "\n".join(lines)
 
 
-def _epochs(flow: DataFlow, what: str) -> Generator[Any, None, None]:
+def _epochs(flow: DataFlow[Any], what: str) -> Generator[Any, None, None]:
     """Datapoints of ``flow``, epoch after epoch; ``ValueError`` on an empty epoch."""
     while True:
         n = 0
@@ -133,7 +133,7 @@ def _epochs(flow: DataFlow, what: str) -> Generator[Any, None, None]:
 
 
 def profile(
-    df: DataFlow,
+    df: DataFlow[Any],
     size: int = 2000,
     warmup: int = 100,
     progress: bool = False,
@@ -175,7 +175,7 @@ def profile(
 
 
 def _profile(
-    df: DataFlow, chain: list[Any], size: int, warmup: int, progress: bool, reset: bool, make: Proxy,
+    df: DataFlow[Any], chain: list[Any], size: int, warmup: int, progress: bool, reset: bool, make: Proxy,
     cost: float,
 ) -> ProfileResult:
     chain, proxies, installed = _install(chain, make)

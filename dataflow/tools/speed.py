@@ -92,7 +92,9 @@ class TestDataSpeed(ProxyDataFlow):
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, ds: DataFlow, size: int = 5000, warmup: int = 0, *, progress: bool = True) -> None:
+    def __init__(
+        self, ds: DataFlow[Any], size: int = 5000, warmup: int = 0, *, progress: bool = True
+    ) -> None:
         super().__init__(ds)
         self.test_size = check_int("TestDataSpeed", "size", size, 1)
         self.warmup = check_int("TestDataSpeed", "warmup", warmup, 0)

@@ -112,7 +112,7 @@ def stage_proxies(tracer: _trace.Tracer, chain: list[Any]) -> Proxy:
 
 @contextlib.contextmanager
 def trace(
-    path: PathLike | None, df: DataFlow | None = None, *, max_events: int = 1_000_000
+    path: PathLike | None, df: DataFlow[Any] | None = None, *, max_events: int = 1_000_000
 ) -> Iterator[TraceSession]:
     """Record a Chrome trace of what runs inside the block; written to ``path`` (if not
     ``None``) when the block ends, also when it raises. See the module docstring.

@@ -57,7 +57,7 @@ class TuneResult:
         return "\n".join(lines)
 
 
-def _maps(df: DataFlow) -> list[tuple[Any, Any]]:
+def _maps(df: DataFlow[Any]) -> list[tuple[Any, Any]]:
     """``(parent, stage)`` for each exact MultiProcessMapDataZMQ in the ``.ds`` chain (parent
     ``None`` for the top)."""
     from ..parallel.maps import MultiProcessMapDataZMQ
@@ -84,7 +84,9 @@ def _rebuilt(stage: Any, num_proc: Any, buffer_size: Any) -> Any:
     )
 
 
-def configured(make_flow: Callable[[], DataFlow], num_proc: Any, buffer_size: Any) -> tuple[DataFlow, int]:
+def configured(
+    make_flow: Callable[[], DataFlow[Any]], num_proc: Any, buffer_size: Any
+) -> tuple[DataFlow[Any], int]:
     """``make_flow()`` with every process map rebuilt as ``(num_proc, buffer_size)``; and
     how many there were."""
     df = make_flow()
@@ -98,7 +100,7 @@ def configured(make_flow: Callable[[], DataFlow], num_proc: Any, buffer_size: An
     return df, len(found)
 
 
-def _rate(df: DataFlow, size: int, warmup: int) -> float:
+def _rate(df: DataFlow[Any], size: int, warmup: int) -> float:
     df.reset_state()
     try:
         stream = itertools.chain.from_iterable(itertools.repeat(df))  # epochs, one after another
@@ -113,7 +115,7 @@ def _rate(df: DataFlow, size: int, warmup: int) -> float:
 
 
 def tune(
-    make_flow: Callable[[], DataFlow], size: int = 2000, warmup: int = 100,
+    make_flow: Callable[[], DataFlow[Any]], size: int = 2000, warmup: int = 100,
     trace: str | os.PathLike[str] | None = None,
 ) -> TuneResult:
     """Try the configurations of the module docstring on ``make_flow()``; see
