@@ -71,7 +71,10 @@ SCENARIOS = [
     Scenario("mp_map", "mp_map.py", ["--items", "60", "--rounds", "3"]),
     Scenario("mp_map_cheap", "mp_map.py", ["--cheap", "--items", "10000", "--rounds", "3"], ["--cheap"]),
     Scenario(
-        "mp_large", "mp_large.py", ["--seconds", "0.3", "--warmup", "0.2", "--rounds", "2", "--retries", "0"]
+        "mp_large",
+        "mp_large.py",
+        ["--seconds", "0.3", "--warmup", "0.2", "--rounds", "2", "--retries", "0", "--warmup-items", "8",
+         "--no-variants"],
     ),
     Scenario("ttfb", "ttfb.py", ["--rounds", "3"]),
     Scenario("remote", "remote.py", ["--rounds", "2", "--scale", "0.25"]),
