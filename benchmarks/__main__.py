@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = run_all(names, args.quick, lambda m: print(m, file=sys.stderr, flush=True), args.raw)
     rows = [r for o in outcomes for r in o.rows]
     notes = [n for o in outcomes for n in o.notes]
-    text = header(args.quick, names, time.perf_counter() - t0) + "\n\n" + render(rows, notes)
+    cpu = sum(o.cpu for o in outcomes)
+    text = header(args.quick, names, time.perf_counter() - t0, cpu) + "\n\n" + render(rows, notes)
     print(text)
     if args.update_docs:
         _write(args.update_docs, text)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -71,7 +72,10 @@ SCENARIOS = [
     Scenario("mp_map", "mp_map.py", ["--items", "60", "--rounds", "3"]),
     Scenario("mp_map_cheap", "mp_map.py", ["--cheap", "--items", "10000", "--rounds", "3"], ["--cheap"]),
     Scenario(
-        "mp_large", "mp_large.py", ["--seconds", "0.3", "--warmup", "0.2", "--rounds", "2", "--retries", "0"]
+        "mp_large",
+        "mp_large.py",
+        ["--seconds", "0.3", "--warmup", "0.2", "--rounds", "2", "--retries", "0", "--warmup-items", "8",
+         "--no-variants"],
     ),
     Scenario("ttfb", "ttfb.py", ["--rounds", "3"]),
     Scenario("remote", "remote.py", ["--rounds", "2", "--scale", "0.25"]),
@@ -103,6 +107,7 @@ class Outcome:
     notes: list[str]
     seconds: float
     output: str
+    cpu: float = 0.0  # CPU seconds of the script and the processes it waited for
 
 
 def run_one(s: Scenario, quick: bool, python: str = sys.executable) -> Outcome:
@@ -113,14 +118,14 @@ def run_one(s: Scenario, quick: bool, python: str = sys.executable) -> Outcome:
     if quick:
         env["DATAFLOW_BENCH_QUICK"] = "1"
     limit = s.timeout if quick else 10 * s.timeout
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     try:
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         note = f"{s.name}: stopped after its time limit of {limit:.0f} s"
-        return Outcome(s, _rows(s, out), [note], time.perf_counter() - t0, out)
-    seconds = time.perf_counter() - t0
+        return Outcome(s, _rows(s, out), [note], time.perf_counter() - t0, out, _children_cpu() - cpu0)
+    seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     notes = [f"{s.name}: {line.strip()}" for line in done.stderr.splitlines() if _is_note(line)]
     if done.returncode:
         tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
@@ -128,7 +133,13 @@ def run_one(s: Scenario, quick: bool, python: str = sys.executable) -> Outcome:
     rows = _rows(s, done.stdout)
     if not rows and not done.returncode:
         notes.append(f"{s.name}: printed no table with a dataflow contender")
-    return Outcome(s, rows, notes, seconds, done.stdout)
+    return Outcome(s, rows, notes, seconds, done.stdout, cpu)
+
+
+def _children_cpu() -> float:
+    """CPU seconds used so far by the child processes waited for (and theirs)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _rows(s: Scenario, stdout: str) -> list[Row]:
@@ -154,7 +165,7 @@ def run_all(
     for s in chosen:
         progress(f"{s.name}: running {s.script} {' '.join(s.quick if quick else s.full)}")
         outcome = run_one(s, quick)
-        progress(f"{s.name}: {outcome.seconds:.0f} s, {len(outcome.rows)} row(s)")
+        progress(f"{s.name}: {outcome.seconds:.0f} s ({outcome.cpu:.0f} s CPU), {len(outcome.rows)} row(s)")
         if raw:
             os.makedirs(raw, exist_ok=True)
             with open(os.path.join(raw, f"{s.name}.md"), "w", encoding="utf-8") as f:
@@ -163,12 +174,14 @@ def run_all(
     return outcomes
 
 
-def header(quick: bool, names: list[str] | None, seconds: float) -> str:
+def header(quick: bool, names: list[str] | None, seconds: float, cpu: float) -> str:
     cmd = "python -m benchmarks all" + (" --quick" if quick else "")
     if names:
         cmd += " --only " + ",".join(names)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
-        f"Command: `{cmd}` ({time.strftime('%Y-%m-%d')}, {seconds:.0f} s). "
+        f"Command: `{cmd}` ({time.strftime('%Y-%m-%d')}, {seconds:.0f} s, {cpu:.0f} s of CPU; load "
+        f"average {load:.1f} at the end). "
         f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
         f"{platform.machine()}. Ratios: how many times better dataflow is than the peer measured in "
         f"the same run (its rate / theirs, or their time / ours), medians"

@@ -132,7 +132,8 @@ def rows_for(
                 theirs = values.get(chosen) if chosen else None
                 if metric and mine and theirs:
                     ratio = theirs / mine if metric[1] else mine / theirs
-                    row.peers[column] = f"{ratio:.2f}x" + (f" ({chosen})" if _key(chosen) else "")
+                    cell = f"{ratio:.2f}x" if ratio >= 0.01 else "<0.01x"
+                    row.peers[column] = cell + (f" ({chosen})" if _key(chosen) else "")
             for h, cell in zip(t.header, r):
                 ref = h[3:] if h.startswith("vs ") else None
                 if ref and classify(ref) is None and ref != name and cell.endswith("x"):

@@ -20,7 +20,8 @@ it and waits for its workers to be gone. A run during which other processes used
 ``--max-foreign`` cores is done again (up to ``--retries`` times).
 
     pip install tensorpack==0.11 torch   # optional peers
-    python benchmarks/mp_large.py [--seconds 3] [--warmup 1] [--rounds 5]
+    python benchmarks/mp_large.py [--seconds 3] [--warmup 1] [--rounds 5] [--warmup-items 64]
+                                  [--no-variants]
 
 Target (issue 4): dataflow (default) >= 1.0x memcpy.
 """
@@ -50,6 +51,7 @@ NUM_PROC = 2
 SHAPE = (64, 224, 224, 3)
 NBYTES = int(np.prod(SHAPE))  # 9,633,792 bytes
 MIN_WARMUP_ITEMS = 64  # > 2 passes over each default ring (128 MiB = 13 arrays per worker)
+WARMUP_ITEMS = [MIN_WARMUP_ITEMS]  # --warmup-items
 MEMCPY_MIN_REPS = 30
 MEMCPY_SECONDS = 0.5  # copies for at least this long per round; the round's rate is their median
 
@@ -131,7 +133,7 @@ def timed_drain(it: Iterator[Any], warmup: float, seconds: float, check: np.ndar
     if got.shape != SHAPE or got.dtype != np.uint8 or not np.array_equal(got, check):
         raise RuntimeError(f"mp_large: wrong datapoint received: {got.dtype} {got.shape}")
     del got
-    _drain(it, warmup, MIN_WARMUP_ITEMS)
+    _drain(it, warmup, WARMUP_ITEMS[0])
     busy0, ours0 = _cpu_snapshot()
     n, elapsed = _drain(it, seconds)
     return Window(n, elapsed, _foreign(busy0, ours0, elapsed))
@@ -305,14 +307,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--max-foreign", type=float, default=0.25, help="redo runs if others use more")
     parser.add_argument("--retries", type=int, default=3, help="redone runs at most, per run")
+    parser.add_argument("--warmup-items", type=int, default=MIN_WARMUP_ITEMS, help="untimed items, at least")
+    parser.add_argument("--no-variants", action="store_true", help="leave out copy=True and shm_bytes=0")
     args = parser.parse_args()
+    WARMUP_ITEMS[0] = args.warmup_items
     check = make_array()
     a = (args.warmup, args.seconds, check)
     made = [
         memcpy(*a),
         ours(DF, *a),
-        ours(f"{DF} copy=True", *a, copy=True),
-        ours(f"{DF} shm_bytes=0", *a, shm_bytes=0),
+        None if args.no_variants else ours(f"{DF} copy=True", *a, copy=True),
+        None if args.no_variants else ours(f"{DF} shm_bytes=0", *a, shm_bytes=0),
         tensorpack(*a),
         torch_loader(*a),
     ]

@@ -23,7 +23,11 @@ the iterator, which starts the workers, and shutting it down). Ratios are speed 
 peer's time divided by ours (above 1.00x: we are faster).
 
     pip install tensorpack==0.11 torch   # optional peers
-    python benchmarks/ttfb.py [--rounds 7] [--size 100000] [--grain] [--max-foreign 0.5]
+    python benchmarks/ttfb.py [--rounds 7] [--size 100000] [--grain] [--only-ours] [--max-foreign 0.5]
+
+Importing torch, TensorFlow (which tensorpack imports) and tensorpack makes this process
+larger, and every fork slower (for every contender alike); ``--only-ours`` imports none of
+them and shows what a runner costs in a program that does not use them.
 
 Targets (issue 13): first batch no later than tensorpack's and torch's; ``start + close`` of
 a runner under 0.1 s.
@@ -211,10 +215,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--size", type=int, default=100_000, help="datapoints in the list")
     parser.add_argument("--grain", action="store_true", help="also grain (about 30 s per run)")
+    parser.add_argument(
+        "--only-ours", action="store_true", help="no peer (none imported, so forks are cheaper)"
+    )
     parser.add_argument("--max-foreign", type=float, default=0.5, help="redo a run if others use more cores")
     args = parser.parse_args()
     data = make_data(args.size)
-    peers = [(TP, tensorpack(data)), (TORCH, torch_loader(data))]
+    peers = [] if args.only_ours else [(TP, tensorpack(data)), (TORCH, torch_loader(data))]
     if args.grain:
         peers.append((GRAIN, grain_loader(data)))
     openers = [

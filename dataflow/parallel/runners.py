@@ -12,6 +12,10 @@ ZMQ. Consequences users must know:
 - Epochs: one ``__iter__`` yields ``len(ds)`` datapoints (from any workers) when the flow
   has a length, else it never ends. Nothing is lost between epochs: what was received but
   not yet yielded comes first in the next one.
+- Start: ``reset_state()`` forks worker 0 only; the others are forked once the first
+  datapoint has reached the consumer, or after 0.1 s without one (at once when
+  ``worker_pids`` or ``state_dict()`` needs them). Forking a large process takes tens of
+  milliseconds, so the first batch does not wait for every fork.
 - Workers send small datapoints in groups: a message leaves when 256 are pending or 1 ms
   after the previous one, which cuts the per-datapoint messaging cost several times. Large
   datapoints (64 KiB and more) always go alone.
