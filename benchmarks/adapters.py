@@ -37,6 +37,7 @@ again (``run_timed_rounds``), as the machines are shared.
     pip install torch tensorflow jax      # whichever you want measured
     python benchmarks/adapters.py [--batches 1500] [--rounds 5] [--diagnostics]
                                   [--flows batch prebuilt] [--frameworks jax tensorflow torch]
+                                  [--max-foreign 0.2]
 
 Target (issue 6): >= 0.9x direct for each adapter on the ``batch`` flow.
 """
@@ -272,7 +273,7 @@ def measure(args: argparse.Namespace) -> None:
         runs = contenders(flows[name], args.diagnostics)
         for contender in runs:  # warm up: first iterations trace, compile and allocate
             contender.run()
-        results, quiet = run_timed_rounds(runs, rounds=args.rounds)
+        results, quiet = run_timed_rounds(runs, rounds=args.rounds, max_foreign=args.max_foreign)
         versions = ", ".join(f"{m} {__import__(m).__version__}" for m in sorted(SELECTED)) or "no framework"
         print(f"### {versions}; flow: {name}\n")
         print(ratio_table(results))
@@ -292,6 +293,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--flows", nargs="+", default=["batch", "prebuilt"], choices=["batch", "prebuilt"])
     parser.add_argument("--diagnostics", action="store_true", help="also the explanatory rows")
+    parser.add_argument("--max-foreign", type=float, default=0.2,
+                        help="redo a run during which other processes used more cores (default 0.2)")
     parser.add_argument("--frameworks", nargs="+", default=sorted(SELECTED), choices=sorted(SELECTED))
     parser.add_argument("--in-process", action="store_true",
                         help="measure all frameworks in this process (default: one process each)")
@@ -315,6 +318,7 @@ def main() -> None:
     for module in installed:
         cmd = [sys.executable, os.path.abspath(__file__), "--frameworks", module, "--batches",
                str(args.batches), "--rounds", str(args.rounds), "--flows", *args.flows,
+               "--max-foreign", str(args.max_foreign),
                *(["--diagnostics"] * args.diagnostics)]
         subprocess.run(cmd, check=False, env={**os.environ, "_ADAPTERS_BENCH_CHILD": "1"})
 
