@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -124,9 +125,11 @@ def timed(name: str, run: Callable[[], int], by_hand: str | None = None) -> Time
 
     def timed_run() -> tuple[int, float]:
         time.sleep(IDLE_BEFORE_RUN)
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         n = run()
-        return n, time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+        CPU.setdefault(name, []).append((time.process_time() - c0) / n * BATCH)
+        return n, elapsed
 
     contender = TimedContender(name, timed_run)
     BY_HAND[name] = by_hand
@@ -134,6 +137,9 @@ def timed(name: str, run: Callable[[], int], by_hand: str | None = None) -> Time
 
 
 BY_HAND: dict[str, str | None] = {}
+# CPU seconds of this process (all its threads) per batch, per run: less disturbed than the
+# wall clock by other jobs on a busy machine (a thread waiting for a core costs no CPU time)
+CPU: dict[str, list[float]] = {}
 # Frameworks' thread pools spin for a while after work (TensorFlow's do): without a pause, they
 # take a core from the next contender, "direct" included (measured: 2x slower on 2 cores).
 IDLE_BEFORE_RUN = 0.5
@@ -238,17 +244,20 @@ def ratio_table(results: list[Result]) -> str:
     and each contender's cost per batch beyond the direct iteration."""
     by_name = {r.name: r.median for r in results}
     direct = by_name["direct"]
+    cpu = {name: statistics.median(v[1:] or v) for name, v in CPU.items()}  # [0]: the warm-up
     rows = [
-        "| contender | median items/s | min–max | vs direct | vs by hand | µs/batch over direct |",
-        "|---|---|---|---|---|---|",
+        "| contender | median items/s | min–max | vs direct | vs by hand | µs/batch over direct "
+        "| CPU µs/batch over direct |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         hand = BY_HAND.get(r.name)
         vs_hand = f"{r.median / by_name[hand]:.2f}x" if hand in by_name else ""
         extra = (BATCH / r.median - BATCH / direct) * 1e6
+        cpu_extra = f"{(cpu[r.name] - cpu['direct']) * 1e6:,.1f}" if r.name in cpu and "direct" in cpu else ""
         rows.append(
             f"| {r.name} | {r.median:,.0f} | {min(r.rates):,.0f}–{max(r.rates):,.0f} "
-            f"| {r.median / direct:.2f}x | {vs_hand} | {extra:,.1f} |"
+            f"| {r.median / direct:.2f}x | {vs_hand} | {extra:,.1f} | {cpu_extra} |"
         )
     return "\n".join(rows)
 
