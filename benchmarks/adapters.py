@@ -24,7 +24,9 @@ Contenders (each skipped with a note when its framework is missing):
 
 and with ``--diagnostics`` rows that explain the numbers (``to_torch`` without DataLoader or
 with an identity ``collate_fn``, ``dataflow_to_dataset().prefetch(2)``, the per-element floor
-of tf.data, and the copy of ``tf.convert_to_tensor``). With a CUDA GPU, a last table compares
+of tf.data, the copy of ``tf.convert_to_tensor``, and ``prefetch_to_device`` as it was before
+issue 13). ``dataflow_to_dataset`` before issue 13 was the by-hand ``from_generator`` row
+(measured 1.03x of it). With a CUDA GPU, a last table compares
 ``DevicePrefetcher(cuda)`` with a naive ``.to("cuda")`` loop, both with a simulated training
 step (copy/compute overlap).
 
@@ -37,8 +39,11 @@ again (``run_timed_rounds``), as the machines are shared.
     pip install torch tensorflow jax      # whichever you want measured
     python benchmarks/adapters.py [--batches 1500] [--rounds 5] [--diagnostics]
                                   [--flows batch prebuilt] [--frameworks jax tensorflow torch]
+                                  [--max-foreign 0.2]
 
-Target (issue 6): >= 0.9x direct for each adapter on the ``batch`` flow.
+Targets: issue 6: >= 0.9x direct for each adapter on the ``batch`` flow; issue 13 (item 6):
+``dataflow_to_dataset`` at most 200 µs per batch over direct, ``prefetch_to_device`` on CPU
+>= 0.9x direct.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -119,9 +125,11 @@ def timed(name: str, run: Callable[[], int], by_hand: str | None = None) -> Time
 
     def timed_run() -> tuple[int, float]:
         time.sleep(IDLE_BEFORE_RUN)
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         n = run()
-        return n, time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+        CPU.setdefault(name, []).append((time.process_time() - c0) / n * BATCH)
+        return n, elapsed
 
     contender = TimedContender(name, timed_run)
     BY_HAND[name] = by_hand
@@ -129,6 +137,9 @@ def timed(name: str, run: Callable[[], int], by_hand: str | None = None) -> Time
 
 
 BY_HAND: dict[str, str | None] = {}
+# CPU seconds of this process (all its threads) per batch, per run: less disturbed than the
+# wall clock by other jobs on a busy machine (a thread waiting for a core costs no CPU time)
+CPU: dict[str, list[float]] = {}
 # Frameworks' thread pools spin for a while after work (TensorFlow's do): without a pause, they
 # take a core from the next contender, "direct" included (measured: 2x slower on 2 cores).
 IDLE_BEFORE_RUN = 0.5
@@ -201,9 +212,31 @@ def contenders(df: DataFlow, diagnostics: bool) -> list[TimedContender]:
 
         wait = jax.block_until_ready
         out.append(timed("prefetch_to_device", lambda: drain(prefetch_to_device(df, 2), wait), JAX_HAND))
+        if diagnostics:
+            out.append(timed("  diag: prefetch_to_device before issue 13 (no thread)",
+                             lambda: drain(_prefetch_before(df, 2), wait), JAX_HAND))
         put = lambda b: jax.block_until_ready(jax.device_put(b))  # noqa: E731
         out.append(timed(JAX_HAND, lambda: drain(df, put)))
     return out
+
+
+def _prefetch_before(iterable: Iterable[Any], size: int) -> Iterator[Any]:
+    """``prefetch_to_device`` as it was before issue 13: ``jax.device_put`` per numeric leaf,
+    ``size`` batches in flight, all in the consumer's thread."""
+    import jax
+
+    def put(batch: Any) -> Any:
+        numeric = lambda x: isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "iufcb"  # noqa: E731
+        return jax.tree_util.tree_map(lambda x: jax.device_put(x) if numeric(x) else x, batch)
+
+    source = iter(iterable)
+    queue = [put(b) for _, b in zip(range(size), source)]
+    while queue:
+        out = queue.pop(0)
+        nxt = next(source, None)
+        if nxt is not None:
+            queue.append(put(nxt))
+        yield out
 
 
 def ratio_table(results: list[Result]) -> str:
@@ -211,17 +244,20 @@ def ratio_table(results: list[Result]) -> str:
     and each contender's cost per batch beyond the direct iteration."""
     by_name = {r.name: r.median for r in results}
     direct = by_name["direct"]
+    cpu = {name: statistics.median(v[1:] or v) for name, v in CPU.items()}  # [0]: the warm-up
     rows = [
-        "| contender | median items/s | min–max | vs direct | vs by hand | µs/batch over direct |",
-        "|---|---|---|---|---|---|",
+        "| contender | median items/s | min–max | vs direct | vs by hand | µs/batch over direct "
+        "| CPU µs/batch over direct |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         hand = BY_HAND.get(r.name)
         vs_hand = f"{r.median / by_name[hand]:.2f}x" if hand in by_name else ""
         extra = (BATCH / r.median - BATCH / direct) * 1e6
+        cpu_extra = f"{(cpu[r.name] - cpu['direct']) * 1e6:,.1f}" if r.name in cpu and "direct" in cpu else ""
         rows.append(
             f"| {r.name} | {r.median:,.0f} | {min(r.rates):,.0f}–{max(r.rates):,.0f} "
-            f"| {r.median / direct:.2f}x | {vs_hand} | {extra:,.1f} |"
+            f"| {r.median / direct:.2f}x | {vs_hand} | {extra:,.1f} | {cpu_extra} |"
         )
     return "\n".join(rows)
 
@@ -272,7 +308,7 @@ def measure(args: argparse.Namespace) -> None:
         runs = contenders(flows[name], args.diagnostics)
         for contender in runs:  # warm up: first iterations trace, compile and allocate
             contender.run()
-        results, quiet = run_timed_rounds(runs, rounds=args.rounds)
+        results, quiet = run_timed_rounds(runs, rounds=args.rounds, max_foreign=args.max_foreign)
         versions = ", ".join(f"{m} {__import__(m).__version__}" for m in sorted(SELECTED)) or "no framework"
         print(f"### {versions}; flow: {name}\n")
         print(ratio_table(results))
@@ -292,6 +328,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--flows", nargs="+", default=["batch", "prebuilt"], choices=["batch", "prebuilt"])
     parser.add_argument("--diagnostics", action="store_true", help="also the explanatory rows")
+    parser.add_argument("--max-foreign", type=float, default=0.2,
+                        help="redo a run during which other processes used more cores (default 0.2)")
     parser.add_argument("--frameworks", nargs="+", default=sorted(SELECTED), choices=sorted(SELECTED))
     parser.add_argument("--in-process", action="store_true",
                         help="measure all frameworks in this process (default: one process each)")
@@ -315,6 +353,7 @@ def main() -> None:
     for module in installed:
         cmd = [sys.executable, os.path.abspath(__file__), "--frameworks", module, "--batches",
                str(args.batches), "--rounds", str(args.rounds), "--flows", *args.flows,
+               "--max-foreign", str(args.max_foreign),
                *(["--diagnostics"] * args.diagnostics)]
         subprocess.run(cmd, check=False, env={**os.environ, "_ADAPTERS_BENCH_CHILD": "1"})
 

@@ -31,8 +31,8 @@ tf = require("tensorflow", "tf", "dataflow.adapters.tf")
 __all__ = ["GROUP_BYTES", "GROUP_MAX", "GROUP_WINDOW_S", "grouped_dataset"]
 
 GROUP_MAX = 16  #: datapoints per crossing into tf.data, at most
-GROUP_BYTES = 32 * 2**20  #: a group stops growing once it holds this many bytes
-GROUP_WINDOW_S = 0.005  #: ... or once reading it took this long (a slow flow crosses alone)
+GROUP_BYTES = 16 * 2**20  #: a group stops growing once it holds this many bytes
+GROUP_WINDOW_S = 0.02  #: ... or once reading it took this long (a slow flow crosses alone)
 _POOL = 4  # group buffers kept per component
 _STAGE = "dataflow_to_dataset"
 

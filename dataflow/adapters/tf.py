@@ -92,8 +92,8 @@ def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
     dicts. Without ``output_signature`` it is inferred (:func:`infer_signature`).
 
     With a flat tuple or dict of ``tf.TensorSpec`` (always the case when inferred),
-    consecutive datapoints cross into tf.data in groups (up to 16, or 32 MiB, or what the
-    flow gives in 5 ms) and are split again there: the elements, their order, dtypes and
+    consecutive datapoints cross into tf.data in groups (up to 16, or 16 MiB, or what the
+    flow gives in 20 ms) and are split again there: the elements, their order, dtypes and
     shapes are the same, but the flow is read up to a group ahead. An exception in the flow
     ends the iteration, after every datapoint read before it, with a ``tf.errors.OpError``
     naming the original type and message.
