@@ -8,6 +8,8 @@ reads both:
 - **msgpack** is decoded by ``msgpack`` with ``msgpack-numpy``'s decoder (the package that
   wrote it, so every array layout it produced reads back), except arrays of Python objects,
   which msgpack-numpy stores as pickles: those are unpickled only with ``allow_pickle=True``.
+  The decoder is msgpack's implementation, not the ``msgpack.unpackb`` attribute, so it stays
+  safe after ``import tensorpack`` (whose ``msgpack_numpy.patch()`` would unpickle first).
 - **pickle** (recognised by its protocol header) is unpickled only with ``allow_pickle=True``,
   like :func:`numpy.load`: unpickling runs whatever code the bytes name, so only do it for
   files and senders you trust.
@@ -20,8 +22,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-import msgpack
-
+from ..codec import _unpackb  # msgpack itself, never what msgpack_numpy.patch() put in its place
 from ..errors import FormatError
 
 __all__ = ["is_pickle", "loads_tensorpack"]
@@ -63,7 +64,7 @@ def loads_tensorpack(buf: Any, *, allow_pickle: bool, where: str) -> Any:
         return msgpack_numpy.decode(obj)
 
     try:
-        return msgpack.unpackb(
+        return _unpackb(
             data,
             raw=False,
             object_hook=hook,

@@ -109,6 +109,24 @@ def test_object_arrays_in_msgpack_need_allow_pickle(tmp_path: Path) -> None:
     assert arr.dtype == object and list(arr) == [[1, 2], "x"]
 
 
+def test_object_arrays_stay_refused_after_import_tensorpack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``import tensorpack`` runs ``msgpack_numpy.patch()``, whose ``msgpack.unpackb`` unpickles
+    object arrays before any hook sees them; the decoder must not go through it."""
+    for name in ("Packer", "Unpacker", "load", "loads", "dump", "dumps", "pack", "packb", "unpack", "unpackb"):
+        monkeypatch.setattr(msgpack, name, getattr(msgpack, name))  # restored after the test
+    msgpack_numpy.patch()
+    path = str(tmp_path / "tp.lmdb")
+    ragged = np.empty(2, dtype=object)
+    ragged[0], ragged[1] = [1, 2], "x"
+    _write(path, [[ragged]], _msgpack)
+    df = LMDBSerializer.load(path, shuffle=False)
+    df.reset_state()
+    with pytest.raises(FormatError, match="array of Python objects.*allow_pickle=True"):
+        list(df)
+
+
 def test_other_databases_are_refused_naming_the_reader(tmp_path: Path) -> None:
     path = str(tmp_path / "other.lmdb")
     env = lmdb.open(path, subdir=False, map_size=1 << 20, lock=False)
