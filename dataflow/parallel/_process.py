@@ -223,11 +223,20 @@ def _unguarded_main() -> str | None:
     return str(path)
 
 
+#: how long a SIGKILLed worker may take to be reaped: it cannot refuse, but on a busy
+#: machine its exit can wait seconds for a CPU, and until it is reaped its Process object
+#: cannot be closed (it would keep two pipe descriptors open in the consumer)
+KILLED_EXIT_S = 30.0
+
+
 def stop_workers(procs: Sequence[BaseProcess], timeout: float = 1.0) -> None:
-    """Terminate, join (up to ``timeout`` s), kill if needed, and release every process.
+    """Terminate, join (up to ``timeout`` s), kill if needed, and release every process
+    (its pipes included: each is reaped, then closed).
 
     Interrupt-safe: if a join is interrupted (Ctrl-C), every process still running is
-    killed before the exception goes on, so no worker outlives a ``close()``."""
+    killed before the exception goes on, so no worker outlives a ``close()``. The kill and
+    release hold Ctrl-C back: multiprocessing forgets a process's pipes *before* it closes
+    them, so an interrupt in between would leak them for good."""
     procs = [p for p in procs if _started(p)]  # a start interrupted before fork left nothing
     try:
         for proc in procs:
@@ -240,11 +249,12 @@ def stop_workers(procs: Sequence[BaseProcess], timeout: float = 1.0) -> None:
         for proc in procs:
             proc.join(max(0.0, deadline - time.monotonic()))
     finally:
-        for proc in procs:
-            try:
-                if proc.exitcode is None:
-                    proc.kill()
-                    proc.join(timeout)
-                proc.close()
-            except ValueError:  # closed already, or still running after SIGKILL
-                pass
+        with deferred_sigint():
+            for proc in procs:
+                try:
+                    if proc.exitcode is None:
+                        proc.kill()
+                        proc.join(KILLED_EXIT_S)
+                    proc.close()
+                except ValueError:  # closed already, or still running after SIGKILL
+                    pass

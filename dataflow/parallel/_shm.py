@@ -327,14 +327,16 @@ class RingReader:
             del region
             table[slot] = 0
             return owned
-        weakref.finalize(region, _release, table, slot)
+        # the finalizer holds the list, not the table: a finalizer that a Ctrl-C skipped
+        # (it stays registered) must not keep the mapping alive after close()
+        weakref.finalize(region, _release, self._tables, ring, slot)
         return region
 
     def close(self) -> None:
         """Unlink names a worker never took, drop the mappings (if no array still views
         them; otherwise they go with the last such array)."""
         unlink_all(self.paths)
-        self._tables = []
+        self._tables.clear()  # the finalizers of arrays still alive hold this very list
         for m in self._maps:
             try:
                 m.close()
@@ -343,5 +345,7 @@ class RingReader:
         self._maps = []
 
 
-def _release(table: np.ndarray, slot: int) -> None:
-    table[slot] = 0
+def _release(tables: list[np.ndarray], ring: int, slot: int) -> None:
+    """Mark ``slot`` of ``ring`` free (nothing once the reader is closed)."""
+    if ring < len(tables):
+        tables[ring][slot] = 0

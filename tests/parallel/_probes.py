@@ -67,6 +67,17 @@ def our_abstract_sockets() -> list[str]:
         return [line.split()[-1] for line in f if "@dataflow-" in line and tag in line]
 
 
+def open_fds() -> dict[int, str]:
+    """This process's open descriptors and what each is (``pipe:[...]``, a path, ...)."""
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # closed meanwhile (the listing's own descriptor among them)
+            pass
+    return out
+
+
 def ring_mappings() -> list[str]:
     """This process's memory mappings of dataflow shared-memory rings (in /dev/shm)."""
     with open("/proc/self/maps") as f:
@@ -78,7 +89,7 @@ class Snapshot:
     children: set[int]
     threads: int
     os_threads: int
-    fds: int
+    fds: dict[int, str]
     shm: set[str]
     tmp_sockets: set[str]
     rss: int
@@ -91,7 +102,7 @@ def snapshot() -> Snapshot:
         children=live_children(),
         threads=threading.active_count(),
         os_threads=me.num_threads(),
-        fds=me.num_fds(),
+        fds=open_fds(),
         shm={n for n in os.listdir("/dev/shm") if n.startswith(f"dataflow-{os.getpid()}-")},
         tmp_sockets={p for p in glob.glob("/tmp/dataflow-*") if f"-{os.getpid()}-" in p},
         rss=me.memory_info().rss,
@@ -112,8 +123,9 @@ def leaks(before: Snapshot, fd_slack: int = 2, timeout: float = 5.0) -> list[str
             problems.append(f"threads: {before.threads} -> {now.threads} ({threading.enumerate()})")
         if now.os_threads > before.os_threads:
             problems.append(f"OS threads: {before.os_threads} -> {now.os_threads}")
-        if now.fds > before.fds + fd_slack:
-            problems.append(f"fds: {before.fds} -> {now.fds}")
+        if len(now.fds) > len(before.fds) + fd_slack:
+            new = {fd: what for fd, what in now.fds.items() if before.fds.get(fd) != what}
+            problems.append(f"fds: {len(before.fds)} -> {len(now.fds)} (new: {new})")
         if now.shm - before.shm:
             problems.append(f"/dev/shm entries: {sorted(now.shm - before.shm)}")
         if now.tmp_sockets - before.tmp_sockets:

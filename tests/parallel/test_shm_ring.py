@@ -11,6 +11,7 @@ import hashlib
 import mmap
 import os
 import pickle
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ import zmq
 from dataflow.parallel import _messages as tr
 from dataflow.parallel import _shm
 from dataflow.parallel._shm import RingReader, RingWriter
+from tests.parallel._probes import ring_mappings
 from tests.parallel._util import leaves
 
 pytestmark = pytest.mark.timeout(60)
@@ -453,6 +455,32 @@ def test_close_while_arrays_are_held_keeps_them_valid_and_leaves_nothing() -> No
     assert np.all(got[0] == 9)
     del got
     gc.collect()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_release_skipped_by_ctrl_c_does_not_keep_the_ring_mapped_after_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGINT can land as an array's release finalizer starts (it is Python code run by
+    the garbage collector): the release is skipped and the finalizer stays registered, with
+    its arguments. Those must not keep the ring mapped once the reader is closed."""
+    ctx = zmq.Context()
+    ch = Channel(ctx, 2 * MiB, name="inproc://skipped-release")
+    got = ch.roundtrip(np.full(40_000, 1.0))
+    assert views_shm(got)
+
+    def interrupted(self: Any, _: Any = None) -> None:
+        raise KeyboardInterrupt  # what a signal at the finalizer's first bytecode does
+
+    monkeypatch.setattr(weakref.finalize, "__call__", interrupted)
+    del got  # "Exception ignored in: <finalize ...>": the release did not happen
+    monkeypatch.undo()
+    mapped = [m for m in ring_mappings() if ch.reader.paths[0].rsplit("/", 1)[1] in m]
+    assert mapped, "the ring should be mapped before close()"
+    ch.close()
+    ctx.term()
+    gc.collect()
+    assert not [m for m in ring_mappings() if ch.reader.paths[0].rsplit("/", 1)[1] in m]
 
 
 def test_shm_that_cannot_be_reserved_gives_none_and_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
