@@ -194,7 +194,7 @@ def check_workers(stage: str, procs: Sequence[BaseProcess], start_method: str = 
             if script is not None:
                 hint = (
                     f"The script {script} starts its pipeline at import time, without an "
-                    f"`if __name__ == \"__main__\":` guard: under start_method={start_method!r} every "
+                    f'`if __name__ == "__main__":` guard: under start_method={start_method!r} every '
                     f"worker imports the script again and fails there. Put the code that iterates "
                     f"the pipeline under that guard (or use start_method='fork')"
                 )

@@ -114,7 +114,18 @@ def test_object_arrays_stay_refused_after_import_tensorpack(
 ) -> None:
     """``import tensorpack`` runs ``msgpack_numpy.patch()``, whose ``msgpack.unpackb`` unpickles
     object arrays before any hook sees them; the decoder must not go through it."""
-    for name in ("Packer", "Unpacker", "load", "loads", "dump", "dumps", "pack", "packb", "unpack", "unpackb"):
+    for name in (
+        "Packer",
+        "Unpacker",
+        "load",
+        "loads",
+        "dump",
+        "dumps",
+        "pack",
+        "packb",
+        "unpack",
+        "unpackb",
+    ):
         monkeypatch.setattr(msgpack, name, getattr(msgpack, name))  # restored after the test
     msgpack_numpy.patch()
     path = str(tmp_path / "tp.lmdb")
