@@ -32,16 +32,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-# The implementation itself, not the ``msgpack`` module's attributes: ``msgpack_numpy.patch()``
-# (run by ``import tensorpack``) replaces those with functions that pickle object arrays and
-# unpickle on decode.
-try:
-    from msgpack._cmsgpack import Packer as _Packer
-    from msgpack._cmsgpack import unpackb as _unpackb
-except ImportError:  # pragma: no cover - msgpack built without its C extension
-    from msgpack.fallback import Packer as _Packer
-    from msgpack.fallback import unpackb as _unpackb
-
+from ._msgpack import Packer as _Packer  # never what msgpack_numpy.patch() put in msgpack
+from ._msgpack import unpackb as _unpackb
 from .errors import CodecError
 
 __all__ = [
@@ -249,8 +241,6 @@ def dumps_parts(obj: Any) -> list[Any]:
     head, *buffers = dumps_frames(obj)
     lengths = struct.pack(f"<QI{len(buffers)}Q", len(head) - 4, len(buffers), *(b.nbytes for b in buffers))
     return [head[:4], lengths, memoryview(head)[4:], *buffers]
-
-
 
 
 _PREFIX = struct.Struct("<4sQI")  # header, body length, buffer count

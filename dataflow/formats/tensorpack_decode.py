@@ -22,7 +22,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from ..codec import _unpackb  # msgpack itself, never what msgpack_numpy.patch() put in its place
+from .._msgpack import unpackb as _unpackb
 from ..errors import FormatError
 
 __all__ = ["is_pickle", "loads_tensorpack"]
