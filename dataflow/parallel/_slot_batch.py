@@ -20,11 +20,27 @@ from typing import Any
 
 import numpy as np
 
-from ..ops._stack import stack_component
+from ..ops._stack import collate, stack_component
+from . import _messages as msg
 from ._messages import OOB_MIN_BYTES
+from ._pool import WorkerLink
 from ._shm import RingWriter
 
-__all__ = ["ring_stacker"]
+__all__ = ["ring_stacker", "send_batch"]
+
+
+def send_batch(link: WorkerLink, stage: str, task: tuple[Any, list[Any], float]) -> None:
+    """Collate the datapoints of ``task = (task_id, datapoints, busy)`` (large components
+    straight into ``link``'s ring) and send ``(task_id, batch, busy)`` as one BATCH message."""
+    task_id, out, busy = task
+    ring = link.ring
+    if ring is None:
+        link.send(msg.BATCH, (task_id, collate(stage, out), busy))
+        return
+    try:
+        link.send(msg.BATCH, (task_id, collate(stage, out, stack=ring_stacker(ring)), busy))
+    finally:
+        ring.release_reserved()  # what was not sent (an error, or no room to send it in)
 
 
 def ring_stacker(ring: RingWriter) -> Callable[[str, Any, Sequence[Any]], Any]:
