@@ -82,19 +82,19 @@ def endless(df: Any) -> Iterator[Any]:
 
 def ours(name: str, *a: Any, old: bool = False, **kwargs: Any) -> Contender:
     from dataflow.ops._stack import stack_component
-    from dataflow.parallel import maps
+    from dataflow.parallel import _slot_batch
     from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ
     from dataflow.sources import DataFromList
 
     def open_() -> tuple[Iterator[Any], Callable[[], None]]:
         # the workers fork from here: what ring_stacker is now is what they use
-        maps.ring_stacker = (lambda ring: stack_component) if old else RING_STACKER  # type: ignore[assignment]
+        _slot_batch.ring_stacker = (lambda ring: stack_component) if old else RING_STACKER  # type: ignore[assignment]
         df = MultiProcessMapAndBatchDataZMQ(
             DataFromList(INDICES, shuffle=False), NUM_PROC, to_image, BATCH, **kwargs
         )
         df.reset_state()
         it = endless(df)
-        maps.ring_stacker = RING_STACKER
+        _slot_batch.ring_stacker = RING_STACKER
         return it, lambda: (it.close(), df.close())
 
     return pipeline(name, open_, *a)
@@ -162,9 +162,9 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=3, help="redone runs at most, per run")
     parser.add_argument("--no-peers", action="store_true", help="only memcpy and dataflow")
     args = parser.parse_args()
-    from dataflow.parallel import maps
+    from dataflow.parallel import _slot_batch
 
-    RING_STACKER = maps.ring_stacker
+    RING_STACKER = _slot_batch.ring_stacker
     check = np.stack([IMAGE] * BATCH)
     a = (args.warmup, args.seconds, check)
     made = [memcpy(*a), ours(DF, *a), ours(DF_OLD, *a, old=True), ours(f"{DF} shm_bytes=0", *a, shm_bytes=0)]

@@ -40,8 +40,8 @@ from ._autoworkers import AutoBuffer, AutoWorkers
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._options import WorkerOptions
-from ._pool import DEFAULT_SHM_BYTES, ProcessPool, WorkerLink, worker_link
-from ._slot_batch import ring_stacker
+from ._pool import DEFAULT_SHM_BYTES, ProcessPool, worker_link
+from ._slot_batch import send_batch
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
 
@@ -85,26 +85,11 @@ def _map_worker(
             out = _apply(map_func, chunk, rng_key)
             busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it (t0: traces)
             if batch_size and len(out) == batch_size:
-                _send_batch(link, stage, task_id, out, busy, t0)
+                send_batch(link, stage, (task_id, out, busy, t0))
             else:
                 link.send(msg.DATA, (task_id, out, busy, t0))
         except BaseException as e:
             link.send(msg.ERROR, (task_id, msg.capture_error(e, where)))
-
-
-def _send_batch(
-    link: WorkerLink, stage: str, task_id: TaskId, out: list[Any], busy: float, t0: float
-) -> None:
-    """Collate ``out`` (large components straight into the ring, see ``_slot_batch``) and
-    send it as one BATCH message (``busy`` and the map's start ``t0`` for the consumer)."""
-    ring = link.ring
-    if ring is None:
-        link.send(msg.BATCH, (task_id, collate(stage, out), busy, t0))
-        return
-    try:
-        link.send(msg.BATCH, (task_id, collate(stage, out, stack=ring_stacker(ring)), busy, t0))
-    finally:
-        ring.release_reserved()  # what was not sent (an error, or no room to send it in)
 
 
 class MultiProcessMapDataZMQ(ParallelMapBase):
