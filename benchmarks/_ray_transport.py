@@ -15,8 +15,9 @@ only counts. Contenders:
 ``large`` is ``mp_large``'s work: 2 workers each yield the same preallocated ``(64, 224, 224,
 3)`` uint8 array (9.6 MB) forever; the consumer reads one byte of each and drops it. GB/s
 beside single-thread memcpy measured in the same run. Contenders: memcpy; ``dataflow
-processes`` (shared-memory rings); ``dataflow on Ray`` (``RayRunner``, chunk 1: results
-through the object store, read-only views on receive) and with ``copy=True`` (one more
+processes`` (shared-memory rings); ``dataflow on Ray`` (``RayRunner`` with its defaults:
+``chunk_bytes`` makes it one array per pull; results through the object store, read-only
+views on receive) and with ``copy=True`` (one more
 memcpy per array, in the consumer); ``dataflow on Ray, map`` (``RayMapData`` over counters
 whose ``map_func`` returns the array).
 
@@ -174,7 +175,7 @@ def ray_large(name: str, a: tuple, **kwargs: Any) -> Contender:
             return large_items()
 
     def open_() -> tuple[Iterator[Any], Callable[[], None]]:
-        df = RayRunner(Source(), NUM_PROC, chunk=1, **kwargs)
+        df = RayRunner(Source(), NUM_PROC, **kwargs)  # default chunk_bytes: one array per pull
         df.reset_state()
         it = iter(df)
         return it, lambda: (it.close(), df.close())
