@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Set by ``python -m benchmarks all --quick`` (environment ``DATAFLOW_BENCH_QUICK=1``): runs
+#: are never redone nor delayed because other processes use the machine (ratios within one
+#: run stay meaningful; absolute rates are noisier).
+QUICK = os.environ.get("DATAFLOW_BENCH_QUICK") == "1"
+
 __all__ = [
+    "QUICK",
     "Contender",
     "Result",
     "ForeignCpu",
@@ -129,7 +135,17 @@ def run_timed_rounds(
     After every run, :func:`settle` waits for the contender's worker processes to be gone, so
     nothing left over competes for the cores with the next one. A run during which other
     processes (not this one or its children) used more than ``max_foreign`` cores on average
-    is discarded and done again after :func:`wait_quiet`, at most ``retries`` times per run."""
+    is discarded and done again after :func:`wait_quiet`, at most ``retries`` times per run
+    (never under :data:`QUICK`).
+
+    On a machine that is never quiet (shared by other jobs), ``BENCH_MAX_FOREIGN=<cores>`` in
+    the environment overrides ``max_foreign`` (e.g. ``BENCH_MAX_FOREIGN=99``: measure under
+    whatever load there is; the table's header still says how much the others used)."""
+    if QUICK:
+        retries = 0
+    override = os.environ.get("BENCH_MAX_FOREIGN")
+    if override:
+        max_foreign = float(override)
     contenders = list(contenders)
     results = [Result(c.name) for c in contenders]
     quiet = Quiet(max_foreign)
@@ -173,7 +189,10 @@ class ForeignCpu:
 
 def wait_quiet(max_foreign: float = 0.2, window: float = 1.0, timeout: float = 120.0) -> None:
     """Wait (up to ``timeout`` s) for a ``window`` during which other processes use at most
-    ``max_foreign`` cores; say so on stderr when it had to wait or gave up."""
+    ``max_foreign`` cores; say so on stderr when it had to wait or gave up. Returns at
+    once under :data:`QUICK`."""
+    if QUICK:
+        return
     deadline = time.monotonic() + timeout
     waited = False
     while True:

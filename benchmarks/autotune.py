@@ -3,17 +3,25 @@
 Scenarios (``--only`` picks some):
 
 - ``mp_map``: the ~4 ms pure-Python function of ``mp_map.py`` over ``--items`` datapoints;
+- ``batch``: a ~0.5 ms map over 3,000 ``[int, float32[10]]`` (the datapoints of
+  ``mp_batch.py``) batched by 64 **in the workers** (``MultiProcessMapAndBatchDataZMQ``;
+  serial: ``.map(f).batch(64)``); items/s counts datapoints;
+- ``large``: a map that makes one ``(64, 224, 224, 3)`` uint8 array (9.6 MB, the datapoint of
+  ``mp_large.py``) per datapoint by copying a template, over 120 datapoints; results of
+  workers come through shared memory; the consumer reads one byte of each;
 - ``cheap``: the trivial map (returns its datapoint) over 100,000 ``[int, float32]``;
 - ``files``: a cheap map that reads one of 2,000 small files (4 KiB, in the page cache) per
   datapoint, the epoch of a dataset of image files before decoding.
 
 Contenders per scenario, in one run: ``serial`` (``.map(f)``, in-process), every fixed
-``parallel_map(f, num_proc=p, buffer_size=b)`` of the grid ``p in 1..cores`` x ``b in
-(50, 200, 800)``, and ``auto``. A round builds the pipeline and times two passes over it,
+configuration of the grid ``num_proc in 1..cores`` x 3 buffer sizes (``(50, 200, 800)``
+datapoints; ``batch``: ``(128, 256, 768)``; ``large``: ``(4, 16, 64)``, larger ones would
+hold gigabytes), and ``auto``. A round builds the pipeline and times two passes over it,
 worker start-up (and the autotuner's probe) included, so what ``auto`` spends on measuring
-counts against it. Ordered, strict (the fluent defaults).
+counts against it. Ordered, strict (the fluent defaults). Rounds interleave the contenders.
 
-    python benchmarks/autotune.py [--rounds 3] [--only mp_map cheap files]
+    python benchmarks/autotune.py [--rounds 3] [--only mp_map batch large cheap files]
+    BENCH_MAX_FOREIGN=99 python benchmarks/autotune.py   # a machine that is never quiet
 
 Target (issue 13): ``auto`` >= 0.9x the best fixed configuration, and never below serial.
 """
@@ -43,6 +51,9 @@ from benchmarks.mp_map import calibrate, make_data, trivial, work  # noqa: E402
 
 BUFFERS = (50, 200, 800)
 PASSES = 2
+BATCH = 64
+SHAPE = (64, 224, 224, 3)
+_TEMPLATE: list[np.ndarray] = []
 
 
 def read_file(dp: list) -> list:
@@ -51,29 +62,61 @@ def read_file(dp: list) -> list:
         return [dp[0], f.read()]
 
 
-def contender(name: str, data: list, f: Callable, **kw: Any) -> TimedContender:
-    from dataflow import DataFromList
+def make_large(dp: list) -> list:
+    """The large map: a fresh 9.6 MB array, copied from a template (made once per process)."""
+    if not _TEMPLATE:
+        _TEMPLATE.append(np.random.default_rng(0).integers(0, 256, SHAPE, dtype=np.uint8))
+    return [dp[0], _TEMPLATE[0].copy()]
+
+
+def build(data: list, f: Callable, num_proc: Any = None, buffer_size: Any = None, batch: bool = False) -> Any:
+    """The pipeline of one contender (``num_proc`` ``None``: serial)."""
+    from dataflow import DataFromList, MultiProcessMapAndBatchDataZMQ
+
+    src = DataFromList(data, shuffle=False)
+    if num_proc is None:
+        return src.map(f).batch(BATCH) if batch else src.map(f)
+    if batch:
+        return MultiProcessMapAndBatchDataZMQ(src, num_proc, f, BATCH, buffer_size, strict=True, ordered=True)
+    return src.parallel_map(f, num_proc=num_proc, buffer_size=buffer_size)
+
+
+def contender(name: str, make: Callable[[], Any], weight: int, touch: bool,
+              ended: list[str] | None = None) -> TimedContender:
+    """``ended``: for ``auto``, where each run ended (workers used, buffer size) is added."""
 
     def run() -> tuple[int, float]:
         t0 = time.perf_counter()
-        src = DataFromList(data, shuffle=False)
-        df = src.parallel_map(f, **kw) if kw else src.map(f)
+        df = make()
         df.reset_state()
-        n = sum(1 for _ in range(PASSES) for _ in df)
+        n = 0
+        for _ in range(PASSES):
+            for dp in df:
+                if touch:
+                    int(dp[1].flat[0])  # read one byte, as mp_large does
+                n += 1
         seconds = time.perf_counter() - t0
+        if ended is not None:
+            workers = df._auto.plan.workers
+            ended.append(f"num_proc={workers}, buffer_size={df.buffer_size}" if workers else "in-process")
         df.close()
-        return n, seconds
+        return n * weight, seconds
 
     return TimedContender(name, run)
 
 
-def scenario(name: str, data: list, f: Callable, rounds: int) -> None:
+def scenario(name: str, data: list, f: Callable, rounds: int, buffers: tuple[int, ...] = BUFFERS,
+             batch: bool = False, touch: bool = False) -> None:
     cores = len(os.sched_getaffinity(0))
-    made = [contender("serial (.map)", data, f)]
+    weight = BATCH if batch else 1
+    made = [contender("serial (.map)", functools.partial(build, data, f, batch=batch), weight, touch)]
     for p in range(1, cores + 1):
-        for b in BUFFERS:
-            made.append(contender(f"num_proc={p}, buffer_size={b}", data, f, num_proc=p, buffer_size=b))
-    made.append(contender("auto", data, f, num_proc="auto", buffer_size="auto"))
+        for b in buffers:
+            make = functools.partial(build, data, f, p, b, batch)
+            made.append(contender(f"num_proc={p}, buffer_size={b}", make, weight, touch))
+    ended: list[str] = []
+    made.append(contender("auto", functools.partial(build, data, f, "auto", "auto", batch), weight, touch,
+                          ended))
     results, quiet = run_timed_rounds(made, rounds=rounds, max_foreign=0.5, retries=2)
     best = max(results[:-1], key=lambda r: r.median)  # the grid: serial and every fixed config
     print(
@@ -87,18 +130,26 @@ def scenario(name: str, data: list, f: Callable, rounds: int) -> None:
         f"\nauto vs best fixed ({best.name}): {auto.median / best.median:.2f}x; auto vs serial: "
         f"{auto.median / results[0].median:.2f}x (target >= 0.9x best, >= 1.0x serial)"
     )
+    print(f"auto ended its runs with: {'; '.join(ended)}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--items", type=int, default=300, help="datapoints of the mp_map scenario")
-    parser.add_argument("--only", nargs="*", default=["mp_map", "cheap", "files"])
+    parser.add_argument("--only", nargs="*", default=["mp_map", "batch", "large", "cheap", "files"])
     args = parser.parse_args()
     if "mp_map" in args.only:
         iters, ms = calibrate(4.0)
         scenario(f"mp_map ({ms:.1f} ms map)", make_data(args.items), functools.partial(work, iters=iters),
                  args.rounds)
+    if "batch" in args.only:
+        iters, ms = calibrate(0.5)
+        scenario(f"batch ({ms:.2f} ms map, batched by {BATCH} in the workers)", make_data(3000),
+                 functools.partial(work, iters=iters), args.rounds, (128, 256, 768), batch=True)
+    if "large" in args.only:
+        scenario("large (a 9.6 MB array made per datapoint)", [[i] for i in range(120)], make_large,
+                 args.rounds, (4, 16, 64), touch=True)
     if "cheap" in args.only:
         data = [[i, np.float32(i)] for i in range(100_000)]
         scenario("cheap (trivial map)", data, trivial, args.rounds)

@@ -139,7 +139,7 @@ def _items(n: int) -> list[list[Any]]:
     return [[i, rng.random(10, dtype=np.float32)] for i in range(n)]
 
 
-def latency(rounds: int) -> list[str]:
+def latency(rounds: int, steps: int = 20_000) -> list[str]:
     import dataflow as D
 
     data = _items(100_000)
@@ -148,11 +148,11 @@ def latency(rounds: int) -> list[str]:
         df = build()
         df.reset_state()
         it = iter(df)
-        for _ in range(20_000):
+        for _ in range(steps):
             next(it)
         rows.append(f"| dataflow: {label} | {_median_ms(df.state_dict, rounds):.2f} |")
         df.close()
-    rows += _peer_latency(data, rounds)
+    rows += _peer_latency(data, rounds, steps)
     return ["| pipeline | state_dict() median ms |\n|---|---|", *rows]
 
 
@@ -171,14 +171,14 @@ def _latency_pipelines(D: Any, data: list[Any]) -> dict[str, Callable[[], Any]]:
     }
 
 
-def _peer_latency(data: list[Any], rounds: int) -> list[str]:
+def _peer_latency(data: list[Any], rounds: int, steps: int) -> list[str]:
     rows = []
     try:
         import grain
 
         ds = grain.MapDataset.source(data).shuffle(seed=1).map(_square).to_iter_dataset()
         it = iter(ds)
-        for _ in range(20_000):
+        for _ in range(steps):
             next(it)
         ms = _median_ms(it.get_state, rounds)
         rows.append(f"| Grain: global shuffle + map, iterator.get_state() | {ms:.3f} |")
@@ -193,7 +193,7 @@ def _peer_latency(data: list[Any], rounds: int) -> list[str]:
             torch.manual_seed(0)
             loader = StatefulDataLoader(data, batch_size=None, shuffle=True, num_workers=2)
             it = iter(loader)
-            for _ in range(20_000):
+            for _ in range(steps):
                 next(it)
             ms = _median_ms(loader.state_dict, rounds)
             del it
@@ -271,12 +271,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", default=BASELINE_REF, help="git ref before state tracking")
     parser.add_argument("--only", choices=["overhead", "latency", "resume"], default=None)
+    parser.add_argument(
+        "--steps", type=int, default=20_000, help="latency: datapoints read before state_dict()"
+    )
     args = parser.parse_args()
     print(f"checkpoint: {args.rounds} rounds, medians; {machine_line()}\n")
     if args.only in (None, "overhead"):
         print("\n".join(overhead(args.rounds, args.baseline)), end="\n\n")
     if args.only in (None, "latency"):
-        print("\n".join(latency(max(args.rounds, 5))), end="\n\n")
+        print("\n".join(latency(max(args.rounds, 5), args.steps)), end="\n\n")
     if args.only in (None, "resume"):
         print("\n".join(resume(args.rounds)), end="\n\n")
 

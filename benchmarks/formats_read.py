@@ -18,8 +18,14 @@ at a time, because importing tensorpack patches the ``msgpack`` module globally.
 MB/s counts the payload (array bytes + 8 for the int), the same for every contender, so it
 is comparable across formats. Medians of ``--rounds`` rounds; ratios within this run.
 
+``--clock cpu`` times each epoch by the CPU time of the thread that reads it
+(``time.thread_time``, measured in the process that runs the epoch, the peer's included)
+instead of the wall clock: every contender is single-threaded, so on a shared machine whose
+other jobs keep the cores busy this measures each reader's own cost, where wall-clock rates
+mostly measure the scheduler.
+
     pip install lmdb google-crc32c tensorpack==0.11   # tensorflow for tensorpack's TFRecord
-    python benchmarks/formats_read.py [--size 5000] [--rounds 7]
+    python benchmarks/formats_read.py [--size 5000] [--rounds 7] [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -32,21 +38,16 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._harness import (  # noqa: E402
-    Contender,
-    Result,
-    machine_line,
-    note,
-    quiet_stdout,
-    run_rounds,
-    wait_quiet,
-)
+from benchmarks._harness import Result, machine_line, note, quiet_stdout, wait_quiet  # noqa: E402
+
+Run = Callable[[], tuple[int, float, float]]
 
 PAYLOAD = 32 * 32 * 3 + 10 * 4 + 8
 TP_LMDB = "tensorpack LMDB, in order"
@@ -62,19 +63,21 @@ def make_data(size: int) -> list[list]:
     ]
 
 
-def _epoch(df) -> Callable[[], int]:
+def _epoch(df) -> Callable[[], tuple[int, float, float]]:
     df.reset_state()
 
-    def run() -> int:
+    def run() -> tuple[int, float, float]:
+        """One epoch: ``(items, wall seconds, CPU seconds of this thread)``."""
         n = 0
+        c0, t0 = time.thread_time(), time.perf_counter()
         for _ in df:
             n += 1
-        return n
+        return n, time.perf_counter() - t0, time.thread_time() - c0
 
     return run
 
 
-def ours(data: list, tmp: str) -> list[Contender]:
+def ours(data: list, tmp: str) -> list[tuple[str, Run]]:
     from dataflow.formats import LMDBData, LMDBSerializer, TFRecordSerializer
     from dataflow.formats._crc32c import implementation
     from dataflow.sources import DataFromList
@@ -84,10 +87,10 @@ def ours(data: list, tmp: str) -> list[Contender]:
     TFRecordSerializer.save(DataFromList(data, shuffle=False), tfr_path)
     note(f"dataflow TFRecord: CRC-32C by {implementation()}")
     return [
-        Contender("dataflow LMDB, in order", _epoch(LMDBSerializer.load(lmdb_path, shuffle=False))),
-        Contender("dataflow LMDB, shuffled", _epoch(LMDBSerializer.load(lmdb_path, shuffle=True))),
-        Contender("dataflow TFRecord", _epoch(TFRecordSerializer.load(tfr_path))),
-        Contender(RAW_OURS, _epoch(LMDBData(lmdb_path, shuffle=False))),
+        ("dataflow LMDB, in order", _epoch(LMDBSerializer.load(lmdb_path, shuffle=False))),
+        ("dataflow LMDB, shuffled", _epoch(LMDBSerializer.load(lmdb_path, shuffle=True))),
+        ("dataflow TFRecord", _epoch(TFRecordSerializer.load(tfr_path))),
+        (RAW_OURS, _epoch(LMDBData(lmdb_path, shuffle=False))),
     ]
 
 
@@ -143,7 +146,7 @@ def _peer_main(conn, size: int, tmp: str) -> None:
             conn.send(runs[name]())
 
 
-def tensorpack(size: int, tmp: str) -> list[Contender]:
+def tensorpack(size: int, tmp: str) -> list[tuple[str, Run]]:
     """tensorpack's contenders, run in a separate process: importing tensorpack patches the
     ``msgpack`` module globally (``msgpack_numpy.patch()``), which must not touch ours."""
     if importlib.util.find_spec("tensorpack") is None:  # importing it here would patch msgpack
@@ -158,17 +161,30 @@ def tensorpack(size: int, tmp: str) -> list[Contender]:
         note("tensorpack TFRecord left out: it needs TensorFlow (pip install tensorflow)")
     _PEERS.append((proc, conn))
 
-    def remote(name: str) -> Callable[[], int]:
-        def run() -> int:
+    def remote(name: str) -> Run:
+        def run() -> tuple[int, float, float]:
             conn.send(name)
-            return conn.recv()
+            return conn.recv()  # type: ignore[no-any-return]
 
         return run
 
-    return [Contender(name, remote(name)) for name in names]
+    return [(name, remote(name)) for name in names]
 
 
 _PEERS: list = []
+
+
+def run_rounds(contenders: list[tuple[str, Run]], rounds: int, cpu: bool) -> list[Result]:
+    """Interleave the contenders round by round after one warm-up epoch each; items/s per
+    round, by the wall clock or by the reading thread's CPU time."""
+    results = [Result(name) for name, _ in contenders]
+    for _, run in contenders:
+        run()
+    for _ in range(rounds):
+        for (_, run), r in zip(contenders, results):
+            n, wall, cpu_s = run()
+            r.rates.append(n / (cpu_s if cpu else wall))
+    return results
 
 
 def table(results: list[Result], reference: str | None) -> str:
@@ -189,14 +205,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--clock", choices=("wall", "cpu"), default="wall",
+        help="time epochs by the wall clock or by the reading thread's CPU time",
+    )  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("TQDM_DISABLE", "1")
     data = make_data(args.size)
     with tempfile.TemporaryDirectory() as tmp:
         contenders = ours(data, tmp) + tensorpack(args.size, tmp)
         try:
-            wait_quiet()  # a shared machine: start when other processes are idle
-            results = run_rounds(contenders, rounds=args.rounds)
+            if args.clock == "wall":
+                wait_quiet()  # a shared machine: start when other processes are idle
+            results = run_rounds(contenders, args.rounds, cpu=args.clock == "cpu")
         finally:
             for proc, conn in _PEERS:
                 conn.send(None)
@@ -204,7 +225,8 @@ def main() -> None:
     reference = TP_LMDB if any(r.name == TP_LMDB for r in results) else None
     print(
         f"formats_read: one epoch over {args.size:,} x [int, uint8[32,32,3], float32[10]] "
-        f"({PAYLOAD:,} payload bytes each), {args.rounds} rounds, medians; {machine_line()}\n"
+        f"({PAYLOAD:,} payload bytes each), {args.rounds} rounds, medians, {args.clock} clock; "
+        f"{machine_line()}\n"
     )
     print(table(results, reference))
 

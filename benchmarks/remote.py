@@ -210,7 +210,11 @@ def main() -> None:
     parser.add_argument(
         "--max-foreign", type=float, default=0.2, help="redo a run when other processes used more cores"
     )
+    parser.add_argument("--scale", type=float, default=1.0, help="scale the datapoints per round")
     args = parser.parse_args()
+    for spec in WORKLOADS.values():
+        spec["count"] = max(1, round(spec["count"] * args.scale))
+        spec["warmup"] = max(1, round(spec["warmup"] * args.scale))
     print(
         f"remote: send_dataflow_zmq (separate process) -> RemoteDataZMQ over tcp loopback, hwm=50; "
         f"{args.rounds} rounds, medians; {machine_line()}\n"

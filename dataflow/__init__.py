@@ -1,7 +1,8 @@
 """dataflow: composable, parallel data loading for ML training (successor of tensorpack's DataFlow)."""
 
-from . import checkpoint, dataset, seeding
+from . import checkpoint, dataset, imgaug, seeding
 from ._rng import CompatGenerator
+from ._version import __version__
 from .base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
 from .codec import CodecError
 from .errors import (
@@ -29,6 +30,7 @@ from .formats import (
     TFRecordData,
     TFRecordSerializer,
 )
+from .image import AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates, ImageFromFile
 from .on_ray import DataFromRay, RayMapData, RayRunner, from_ray, to_ray
 from .ops.batch import BatchData, BatchDataByShape
 from .ops.cache import CacheData
@@ -63,10 +65,12 @@ from .sources import (
 from .tools.printing import PrintData, describe_datapoint
 from .tools.profiling import ProfileResult, StageTiming, profile
 from .tools.speed import SpeedResult, TestDataSpeed
-
-__version__ = "0.1.0"
+from .tools.tuning import TuneResult, tune
 
 __all__ = [
+    "AugmentImageComponent",
+    "AugmentImageComponents",
+    "AugmentImageCoordinates",
     "BatchData",
     "BatchDataByShape",
     "CacheData",
@@ -92,6 +96,7 @@ __all__ = [
     "FormatError",
     "HDF5Data",
     "HDF5Serializer",
+    "ImageFromFile",
     "InterleaveData",
     "JoinData",
     "LMDBData",
@@ -140,6 +145,7 @@ __all__ = [
     "TestDataSpeed",
     "TextLineData",
     "ThreadPrefetchData",
+    "TuneResult",
     "WorkerDied",
     "WorkerError",
     "__version__",
@@ -148,9 +154,11 @@ __all__ = [
     "describe_datapoint",
     "from_ray",
     "generate_curve_keypair",
+    "imgaug",
     "profile",
     "seeding",
     "send_dataflow_zmq",
     "set_seed",
     "to_ray",
+    "tune",
 ]

@@ -1,6 +1,8 @@
 """The command line: ``python -m dataflow bench [--pipeline module:function] [--size N]
-[--warmup N] [--profile] [--no-progress]``, ``python -m dataflow tune --pipeline
-module:function [--size N] [--warmup N]``, and ``python -m dataflow --version``.
+[--warmup N] [--profile] [--no-progress]``, ``python -m dataflow profile [--pipeline
+module:function] [--size N] [--warmup N] [--trace out.json]``, ``python -m dataflow tune
+--pipeline module:function [--size N] [--warmup N] [--trace out.json]``, and ``python -m
+dataflow --version``.
 
 ``bench`` measures a pipeline's throughput with :class:`~dataflow.tools.speed.TestDataSpeed`
 (and, with ``--profile``, its per-stage breakdown with :func:`~dataflow.tools.profiling.profile`)
@@ -67,6 +69,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", action="store_true", help="also print the time spent in each stage and name the slowest"
     )
     bench.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    prof = sub.add_parser(
+        "profile",
+        help="time each stage of a pipeline; optionally write a Chrome trace",
+        description="Time each stage of a pipeline's in-process chain, name the slowest, and with "
+        "--trace write a Chrome trace (Perfetto / chrome://tracing): one track per stage and worker.",
+    )
+    prof.add_argument("--pipeline", default=DEMO, metavar="MODULE:FUNCTION",
+                      help=f"a function returning the DataFlow to profile (default: {DEMO})")
+    prof.add_argument("--size", type=_count(1), default=2000,
+                      help="datapoints to time (default: %(default)s)")
+    prof.add_argument("--warmup", type=_count(0), default=100,
+                      help="datapoints drawn first (default: %(default)s)")
+    prof.add_argument("--trace", metavar="OUT.json", default=None,
+                      help="write a Chrome trace-event JSON file")
+    prof.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     tune = sub.add_parser(
         "tune",
         help="search the best num_proc/buffer_size of a pipeline's process maps",
@@ -77,7 +94,32 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a function building a fresh DataFlow on every call")
     tune.add_argument("--size", type=_count(1), default=2000, help="datapoints timed per configuration")
     tune.add_argument("--warmup", type=_count(0), default=100, help="datapoints drawn first, untimed")
+    tune.add_argument("--trace", metavar="OUT.json", default=None,
+                      help="write a Chrome trace of the best configuration's profile run")
     return parser
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from dataflow.tools.demo import _PipelineSpecError, load_pipeline
+    from dataflow.tools.profiling import profile
+
+    try:
+        df = load_pipeline(args.pipeline)
+    except _PipelineSpecError as e:
+        print(f"python -m dataflow profile: error: {e}", file=sys.stderr)
+        return 2
+    print(f"profile: {args.pipeline} -> {type(df).__name__}; {args.size} datapoints after "
+          f"{args.warmup} warmup", flush=True)
+    try:
+        result = profile(df, size=args.size, warmup=args.warmup, progress=args.progress, trace=args.trace)
+        print(result, flush=True)
+    finally:
+        close = getattr(df, "close", None)
+        if close is not None:
+            close()
+    if args.trace:
+        print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -90,7 +132,11 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"python -m dataflow tune: error: {e}", file=sys.stderr)
         return 2
     print(f"tune: {args.pipeline}; {args.size} datapoints per configuration", flush=True)
-    print(tune(lambda: load_pipeline(args.pipeline), size=args.size, warmup=args.warmup), flush=True)
+    result = tune(lambda: load_pipeline(args.pipeline), size=args.size, warmup=args.warmup, trace=args.trace)
+    print(result, flush=True)
+    if args.trace and result.stages:
+        print(f"trace of the best configuration written to {args.trace} (open it in "
+              f"https://ui.perfetto.dev or chrome://tracing)")
     return 0
 
 
@@ -129,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return _tune(args) if args.command == "tune" else _bench(args)
+    return {"tune": _tune, "profile": _profile}.get(args.command, _bench)(args)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._state_fields import check_plain
+from ._version import __version__
 from .errors import StateError, StateUnsupportedError
 
 if TYPE_CHECKING:
@@ -143,29 +144,34 @@ def _save_node(flow: DataFlow, live: bool, path: str) -> dict[str, Any]:
         return {"stage": _name(flow), "custom": custom}
     if mode == _UNSUPPORTED:
         raise _unsupported(flow, path)
+    loaded = flow.__dict__.get("_loaded_node") if mode == _HOOKS else None
+    if loaded is not None:  # loaded and not iterated since: still at the loaded position
+        own, live = dict(loaded[0]), loaded[1]
+        return _node(flow, own, live, flow._upstreams_live(live), path)
     try:
         own = flow._get_state(live) if mode == _HOOKS else {}
-        kids = _children(flow)
-        lives = flow._upstreams_live(live) if mode == _HOOKS else [live] * len(kids)
-        return {
-            "stage": _name(flow),
-            "kind": _kind(flow),
-            "live": bool(live),
-            "state": own,
-            "upstreams": [
-                _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
-                for kid, kid_live in zip(kids, lives, strict=True)
-            ],
-        }
+        lives = flow._upstreams_live(live) if mode == _HOOKS else [live] * len(_children(flow))
+        return _node(flow, own, live, lives, path)
     finally:
         if mode == _HOOKS:
             flow._state_saved()
 
 
+def _node(flow: DataFlow, own: dict[str, Any], live: bool, lives: list[bool], path: str) -> dict[str, Any]:
+    return {
+        "stage": _name(flow),
+        "kind": _kind(flow),
+        "live": bool(live),
+        "state": own,
+        "upstreams": [
+            _save_node(kid, bool(kid_live), f"{path} > {_name(kid)}")
+            for kid, kid_live in zip(_children(flow), lives, strict=True)
+        ],
+    }
+
+
 def save_pipeline(root: DataFlow, options: SaveOptions) -> dict[str, Any]:
     """The envelope for ``root.state_dict()``."""
-    from . import __version__
-
     token = _options.set(options)
     try:
         live = root._iter_live() if options.root_live is None else options.root_live
@@ -236,6 +242,9 @@ def _apply(plan: list[tuple[DataFlow, dict[str, Any]]]) -> None:
             flow.load_state_dict(node["custom"])
         elif _mode(type(flow)) == _HOOKS:
             flow._set_state(node["state"], node["live"])
+            # saved as is until this stage iterates again (DataFlow.__init_subclass__ wraps
+            # __iter__ to forget it): a checkpoint right after resuming keeps the position
+            flow.__dict__["_loaded_node"] = (dict(node["state"]), node["live"])
 
 
 def load_pipeline(root: DataFlow, state: Any) -> None:

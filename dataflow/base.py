@@ -20,6 +20,7 @@ Fluent methods (``df.map(f).batch(64)``) come from :class:`~dataflow._fluent.Flu
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import weakref
@@ -67,6 +68,7 @@ class DataFlow(FluentMixin[T_co]):
         super().__init_subclass__(**kwargs)
         _adopt_legacy_protocol(cls)
         adopt_legacy_rng_source(cls)  # tensorpack-style random sources checkpoint too
+        _forget_loaded_state_on_iter(cls)
 
     def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
@@ -180,6 +182,25 @@ class DataFlow(FluentMixin[T_co]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _forget_loaded_state_on_iter(cls: type) -> None:
+    """Wrap ``cls.__iter__`` so that starting an epoch drops the state this stage was loaded
+    with (kept by :func:`dataflow._state._apply` so that ``state_dict()`` before iterating
+    returns the loaded position, not whatever a freshly reset stage would report)."""
+    it = cls.__dict__.get("__iter__")
+    if it is None or getattr(it, "_forgets_loaded_state", False):
+        return
+
+    @functools.wraps(it)
+    def __iter__(self: Any) -> Any:
+        d = getattr(self, "__dict__", None)
+        if d is not None:
+            d.pop("_loaded_node", None)
+        return it(self)
+
+    __iter__._forgets_loaded_state = True  # type: ignore[attr-defined]
+    cls.__iter__ = __iter__  # type: ignore[attr-defined]
 
 
 class _EpochRef:

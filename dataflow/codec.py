@@ -26,6 +26,7 @@ import functools
 import math
 import pickle
 import struct
+from itertools import accumulate
 from typing import Any
 
 import msgpack
@@ -41,7 +42,7 @@ except ImportError:  # pragma: no cover - msgpack built without its C extension
     from msgpack.fallback import Packer as _Packer
     from msgpack.fallback import unpackb as _unpackb
 
-from .errors import DataFlowError
+from .errors import CodecError
 
 __all__ = [
     "CODEC_VERSION",
@@ -69,12 +70,9 @@ _EXT_COMPLEX = 4
 
 _TUPLE_MARK = object()  # decoded marker: the list it heads is a tuple
 _TUPLE_MARK_EXT = msgpack.ExtType(_EXT_TUPLE, b"")
+_ndarray = np.ndarray
 # Subclasses of these (IntEnum, OrderedDict...) are encoded as the base type.
 _PLAIN_BASES: tuple[type[Any], ...] = (bool, int, float, str, bytes, list, dict)
-
-
-class CodecError(DataFlowError, ValueError):
-    """Data that the safe codec cannot encode, or bytes it cannot decode."""
 
 
 def _check_dtype(dtype: np.dtype, what: str) -> None:
@@ -137,34 +135,56 @@ def _array_header(data: bytes) -> tuple[np.dtype, tuple[int, ...], int, int]:
 
 
 class _Decoder:
-    """One decoding: rebuilds arrays from the buffers (views when they are writable)."""
+    """One decoding: rebuilds arrays over the payload's buffers (views when they are writable).
 
-    __slots__ = ("buffers", "marks")
+    Arrays live either in one buffer ``base``, array ``i`` at ``shift + offsets[i]`` up to
+    ``shift + offsets[i + 1]`` (:func:`loads`: the payload itself, or one copy of its array
+    bytes), or in separate ``buffers`` (:func:`loads_frames`: one per frame, read-only ones
+    copied per array)."""
 
-    def __init__(self, buffers: list[memoryview]) -> None:
+    __slots__ = ("base", "buffers", "marks", "offsets", "seen", "shift")
+
+    def __init__(
+        self, base: Any, offsets: tuple[int, ...], shift: int = 0, buffers: list[memoryview] | None = None
+    ) -> None:
+        self.base = base
+        self.offsets = offsets
+        self.shift = shift
         self.buffers = buffers
         self.marks = 0  # tuple markers decoded and not yet consumed by the list they head
+        self.seen = False  # a tuple marker was decoded
 
     def ext_hook(self, code: int, data: bytes) -> Any:
         if code == _EXT_ARRAY or code == _EXT_SCALAR:  # inline: the hot path of every array
             dtype, shape, index, expected = _array_header(data)
             buffers = self.buffers
-            if index >= len(buffers):
-                raise CodecError(f"codec: malformed array header (buffer {index} of {len(buffers)})")
-            raw = buffers[index]
-            if raw.nbytes != expected:
-                raise CodecError(
-                    f"codec: array of shape {shape} and dtype {dtype} needs {expected} bytes, "
-                    f"got {raw.nbytes}"
-                )
-            arr = (np.frombuffer(raw, dtype) if expected else np.empty(0, dtype)).reshape(shape)
-            if not arr.flags.writeable:
-                arr = arr.copy()  # input was immutable bytes: give an owned, writable array
-            return arr[()] if code == _EXT_SCALAR else arr
+            if buffers is None:
+                offsets = self.offsets
+                if index + 1 >= len(offsets):
+                    raise CodecError(f"codec: malformed array header (buffer {index} of {len(offsets) - 1})")
+                start = offsets[index]
+                size = offsets[index + 1] - start
+                if size == expected:
+                    arr = _ndarray(shape, dtype, self.base, self.shift + start)
+                    return arr[()] if code == _EXT_SCALAR else arr
+            else:
+                if index >= len(buffers):
+                    raise CodecError(f"codec: malformed array header (buffer {index} of {len(buffers)})")
+                raw = buffers[index]
+                size = raw.nbytes
+                if size == expected:
+                    arr = _ndarray(shape, dtype, raw)
+                    if raw.readonly:
+                        arr = arr.copy()  # an immutable frame: give an owned, writable array
+                    return arr[()] if code == _EXT_SCALAR else arr
+            raise CodecError(
+                f"codec: array of shape {shape} and dtype {dtype} needs {expected} bytes, got {size}"
+            )
         if code == _EXT_TUPLE:
             if data:
                 raise CodecError("codec: malformed tuple marker")
             self.marks += 1
+            self.seen = True
             return _TUPLE_MARK
         if code == _EXT_COMPLEX:
             real, imag = _unpackb(data)
@@ -177,9 +197,17 @@ class _Decoder:
             return tuple(items[1:])
         return items
 
-    def unpack(self, data: bytes | memoryview) -> Any:
+    def unpack(self, body: Any, tuples: bool) -> Any:
+        """Decode the msgpack ``body``; ``tuples``: with the list hook that turns marked lists
+        into tuples. Without it (cheaper: one Python call less per list), a tuple marker met
+        makes it decode the body again with the hook."""
+        if not tuples:
+            out = _unpackb(body, raw=False, strict_map_key=False, ext_hook=self.ext_hook)
+            if not self.marks:
+                return out
+            self.marks = 0
         hooks = {"ext_hook": self.ext_hook, "list_hook": self.list_hook}
-        out = _unpackb(data, raw=False, strict_map_key=False, use_list=True, **hooks)
+        out = _unpackb(body, raw=False, strict_map_key=False, **hooks)
         if self.marks:  # a marker anywhere but at the head of a list: never hand it out
             raise CodecError("codec: malformed data (a tuple marker outside the head of a list)")
         return out
@@ -205,7 +233,7 @@ def loads_frames(frames: list[Any]) -> Any:
     if not frames:
         raise CodecError("codec: no data")
     body = _check_header(memoryview(frames[0]))
-    return _decode(body, [memoryview(f).cast("B") for f in frames[1:]])
+    return _decode(_Decoder(None, (), 0, [memoryview(f).cast("B") for f in frames[1:]]), body)
 
 
 def dumps(obj: Any) -> bytes:
@@ -223,12 +251,20 @@ def dumps_parts(obj: Any) -> list[Any]:
     return [head[:4], lengths, memoryview(head)[4:], *buffers]
 
 
-_LAYOUT = struct.Struct("<QI")  # body length, buffer count (after the 4-byte header)
 
 
-@functools.lru_cache(maxsize=64)
+_PREFIX = struct.Struct("<4sQI")  # header, body length, buffer count
+
+
 def _lengths(count: int) -> struct.Struct:
-    return struct.Struct(f"<{count}Q")
+    """The buffer lengths' layout; cached for up to 64 buffers."""
+    layout = struct.Struct(f"<{count}Q")
+    if count < 64:
+        _LENGTHS[count] = layout
+    return layout
+
+
+_LENGTHS: dict[int, struct.Struct] = {}
 
 
 def loads(data: bytes | bytearray | memoryview) -> Any:
@@ -236,30 +272,61 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
     truncated input raises :class:`CodecError`. Arrays view ``data`` when it is writable;
     when it is not (``bytes``, a read-only map), the arrays' bytes are copied once, into one
     buffer that the arrays of this datapoint share (each array is owned and writable)."""
-    view = memoryview(data).cast("B")
-    _check_header(view)
+    view = memoryview(data)
+    if view.ndim != 1 or view.format != "B":
+        view = view.cast("B")
     try:
-        body_len, count = _LAYOUT.unpack_from(view, 4)
-        lengths = (
-            _lengths(count).unpack_from(view, 16)
-            if count < 4096
-            else struct.unpack_from(f"<{count}Q", view, 16)
-        )
+        magic, body_len, count = _PREFIX.unpack_from(view)
+        if magic != _HEADER:
+            _check_header(view)
+        lengths = (_LENGTHS.get(count) or _lengths(count)).unpack_from(view, 16)
     except struct.error as e:
+        _check_header(view)  # short input without our header says so
         raise CodecError(f"codec: truncated data ({e})") from None
     pos = 16 + 8 * count
-    body = view[pos : pos + body_len]
-    pos += body_len
-    end = pos + sum(lengths)
-    if end != view.nbytes or body.nbytes != body_len:
-        raise CodecError(f"codec: truncated or oversized data ({view.nbytes} bytes, layout says {end})")
-    if view.readonly and pos < end:
-        view, pos = memoryview(bytearray(view[pos:])), 0  # one copy for all arrays, not one each
-    buffers = []
-    for n in lengths:
-        buffers.append(view[pos : pos + n])
-        pos += n
-    return _decode(body, buffers)
+    stop = pos + body_len
+    body = view[pos:stop]
+    offsets = _offsets(lengths) if count < 64 else tuple(accumulate(lengths, initial=0))
+    if stop + offsets[-1] != view.nbytes or body.nbytes != body_len:
+        raise CodecError(
+            f"codec: truncated or oversized data ({view.nbytes} bytes, layout says {stop + offsets[-1]})"
+        )
+    base: Any = view
+    shift = stop
+    if count and view.readonly:  # one copy for all arrays, not one each
+        base, shift = bytearray(view[stop:]), 0
+    if _tuples_last[0]:
+        return _decode(_Decoder(base, offsets, shift), body)
+
+    def arrays_only(code: int, data: bytes) -> Any:
+        """The hot path: arrays and numpy scalars that fit their buffers; anything else
+        (a tuple marker, a complex number, an error to explain) takes the full decoder."""
+        if code == _EXT_ARRAY or code == _EXT_SCALAR:
+            dtype, shape, index, expected = _array_header(data)
+            if index + 1 < len(offsets) and offsets[index + 1] - offsets[index] == expected:
+                arr = _ndarray(shape, dtype, base, shift + offsets[index])
+                return arr[()] if code == _EXT_SCALAR else arr
+        raise _NotSimple
+
+    try:
+        return _unpackb(body, strict_map_key=False, ext_hook=arrays_only)
+    except _NotSimple:
+        return _decode(_Decoder(base, offsets, shift), body)
+    except CodecError:
+        raise
+    except Exception as e:  # msgpack raises several types for malformed input
+        raise CodecError(f"codec: malformed data ({type(e).__name__}: {e})") from e
+
+
+class _NotSimple(Exception):
+    """Raised by the fast array hook of :func:`loads` for what only the full decoder handles."""
+
+
+@functools.lru_cache(maxsize=256)
+def _offsets(lengths: tuple[int, ...]) -> tuple[int, ...]:
+    """Where each buffer starts (and the last ends), relative to the first: the buffer
+    lengths of one dataset's datapoints repeat, so each layout is summed once."""
+    return tuple(accumulate(lengths, initial=0))
 
 
 def _check_header(view: memoryview) -> memoryview:
@@ -276,14 +343,23 @@ def _check_header(view: memoryview) -> memoryview:
     return view[len(_HEADER) :]
 
 
-def _decode(body: memoryview, buffers: list[memoryview]) -> Any:
+def _decode(decoder: _Decoder, body: Any) -> Any:
+    """Decode ``body`` with the list hook only while the last datapoints held tuples: the
+    datapoints of one pipeline are alike, so the guess is nearly always right, and a wrong
+    one costs a second decoding of one datapoint."""
+    tuples = _tuples_last[0]
     try:
-        out = _Decoder(buffers).unpack(body)
+        out = decoder.unpack(body, tuples)
     except CodecError:
         raise
     except Exception as e:  # msgpack raises several types for malformed input
         raise CodecError(f"codec: malformed data ({type(e).__name__}: {e})") from e
+    if decoder.seen is not tuples:
+        _tuples_last[0] = decoder.seen
     return out
+
+
+_tuples_last = [False]  # did the last datapoint decoded (in any thread) hold a tuple?
 
 
 def dumps_local(obj: Any) -> bytes:

@@ -10,6 +10,10 @@
         ├── LengthUnknownError (TypeError, NotImplementedError)
         │                                   ``len()`` of a flow whose size is unknown
         ├── ComponentError (ValueError)     a datapoint has the wrong structure for a stage
+        ├── CodecError (ValueError)         data the safe codec cannot encode, or bytes it
+        │                                   cannot decode
+        ├── FormatError (ValueError)        a stored file that is damaged, truncated, of
+        │                                   another format or of a newer format version
         ├── StateError (ValueError)         a saved state that does not fit this pipeline,
         │                                   is corrupted, or was written by a newer version
         ├── StateUnsupportedError (TypeError)
@@ -32,11 +36,13 @@ that keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "CodecError",
     "ComponentError",
     "DataFlowError",
     "DataFlowNotReset",
     "DataFlowReentrantError",
     "DataFlowTerminated",
+    "FormatError",
     "LengthUnknownError",
     "StateError",
     "StateUnsupportedError",
@@ -63,6 +69,16 @@ class LengthUnknownError(DataFlowError, TypeError, NotImplementedError):
 
 class ComponentError(DataFlowError, ValueError):
     """A datapoint does not have the structure a stage needs (wrong type, missing index or key)."""
+
+
+class CodecError(DataFlowError, ValueError):
+    """Data that the safe codec cannot encode, or bytes it cannot decode."""
+
+
+class FormatError(DataFlowError, ValueError):
+    """A stored file that cannot be read as complete and correct: corrupt or truncated data,
+    a CRC mismatch, a file of another format, or one written by a newer format version.
+    The message names the file and, where it applies, the record, key or byte offset."""
 
 
 class StateError(DataFlowError, ValueError):

@@ -221,6 +221,40 @@ def test_decoded_arrays_are_writable_copies_of_immutable_input() -> None:
     assert loads(data)[0][0] == 0
 
 
+def test_arrays_view_writable_input_and_copy_read_only_input_once() -> None:
+    dp = [np.arange(6, dtype=np.int16).reshape(2, 3), np.float64(2.5), np.zeros((0, 4), np.uint8)]
+    data = bytearray(dumps(dp))
+    got = loads(data)
+    assert_same(got, dp)
+    got[0][0, 0] = 7  # a view of the writable payload: the write shows in it
+    assert loads(data)[0][0, 0] == 7
+    frozen = loads(memoryview(bytes(data)))  # read-only: the arrays share one writable copy
+    assert_writable(frozen)
+    assert frozen[0].base is not None and frozen[0][0, 0] == 7
+
+
+@pytest.mark.parametrize("guess", [False, True])
+def test_tuples_decode_whatever_the_decoder_guessed(guess: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoder uses the (costly) list hook only while the last datapoint held a tuple;
+    a wrong guess either way still gives exact types, canonical tuple markers or not (ext 16
+    of length 0 is another valid packing of the marker)."""
+    import msgpack
+
+    from dataflow import codec
+
+    canonical = dumps([1, (2, 3)])
+    body = canonical[16:]  # no arrays: the layout is 4 + 12 bytes
+    other = body.replace(b"\xc7\x00\x02", b"\xc8\x00\x00\x02")
+    assert other != body and msgpack.unpackb(other, ext_hook=lambda c, d: (c, d)) == [1, [(2, b""), 2, 3]]
+    non_canonical = canonical[:4] + struct.pack("<QI", len(other), 0) + other
+    for data, want in [(canonical, [1, (2, 3)]), (non_canonical, [1, (2, 3)]), (dumps([[1], 2]), [[1], 2])]:
+        monkeypatch.setattr(codec, "_tuples_last", [guess])
+        got = loads(data)
+        assert_same(got, want)
+        monkeypatch.setattr(codec, "_tuples_last", [guess])
+        assert_same(loads_frames([data[:4] + data[16:]]), want)
+
+
 # --- what is refused -------------------------------------------------------------------------
 
 

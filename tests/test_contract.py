@@ -130,6 +130,26 @@ def _svmlight(tmp: Path) -> DataFlow:
     return dataflow.SVMLightData(str(path), shuffle=False)
 
 
+def _pictures(n: int = 6) -> DataFlow:
+    pic = [np.full((6, 7, 3), 1, np.uint8), np.full((6, 7), 2, np.uint8), np.array([[1.0, 2.0]])]
+    items = [[p * i for p in pic] for i in range(n)]
+    return dataflow.DataFromList(items, shuffle=False)
+
+
+def _image_files(tmp: Path) -> DataFlow:
+    import cv2
+
+    paths = []
+    for i in range(5):
+        paths.append(str(tmp / f"{len(list(tmp.iterdir()))}-{i}.png"))
+        cv2.imwrite(paths[-1], np.full((4 + i, 5, 3), 10 * i, np.uint8))
+    return dataflow.ImageFromFile(paths)
+
+
+def _augs() -> list:
+    return [dataflow.imgaug.CenterCrop((4, 5)), dataflow.imgaug.Flip(horiz=True, prob=1.0)]
+
+
 def _three(dp: list) -> list:
     return [[dp[0], k] for k in range(3)]
 
@@ -162,6 +182,13 @@ FACTORIES: dict[str, Case] = {
     "FilterData": Case(lambda _: dataflow.FilterData(_lst(), lambda dp: dp[0] % 3 == 0),
                        len_upper_bound=True),
     "SelectComponent": Case(lambda _: dataflow.SelectComponent(_lst(), [1, 0, 1])),
+    # images
+    "ImageFromFile": Case(_image_files),
+    "AugmentImageComponent": Case(lambda _: dataflow.AugmentImageComponent(_pictures(), _augs())),
+    "AugmentImageComponents": Case(
+        lambda _: dataflow.AugmentImageComponents(_pictures(), _augs(), (0, 1), (2,))
+    ),
+    "AugmentImageCoordinates": Case(lambda _: dataflow.AugmentImageCoordinates(_pictures(), _augs(), 0, 2)),
     # batching
     "BatchData": Case(lambda _: dataflow.BatchData(_lst(), 3)),
     "BatchDataByShape": Case(_by_shape, len_upper_bound=True),

@@ -19,7 +19,7 @@ import pytest
 import dataflow
 
 ROOT = Path(__file__).resolve().parents[1]
-FRAMEWORKS = ("torch", "tensorflow", "jax", "jaxlib", "keras", "flax", "ray")
+FRAMEWORKS = ("torch", "tensorflow", "jax", "jaxlib", "keras", "flax", "ray", "cv2", "albumentations")
 TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest'
 
 
@@ -38,6 +38,7 @@ def _public_modules() -> list[str]:
     names = ["dataflow.base", "dataflow.errors"]
     packages = ("dataflow.sources", "dataflow.ops", "dataflow.tools", "dataflow.parallel", "dataflow.formats")
     packages += ("dataflow.on_ray",)  # imports Ray only when a Ray flow starts
+    packages += ("dataflow.image",)  # imports OpenCV only when a flow reads or augments an image
     for pkg_name in packages:
         pkg = importlib.import_module(pkg_name)
         names.append(pkg_name)
@@ -131,9 +132,9 @@ def test_setup_cfg_metadata() -> None:
     assert cfg["metadata"]["name"] == "dataflow-ml"
     assert cfg["options"]["python_requires"] == ">=3.10"
     extras = cfg["options.extras_require"]
-    for extra in ("test", "lmdb", "hdf5", "tf", "torch", "jax", "all"):
+    for extra in ("test", "lmdb", "hdf5", "tf", "torch", "jax", "image", "all"):
         assert extra in extras, f"setup.cfg lacks the {extra!r} extra"
-    assert cfg["metadata"]["version"] == "attr: dataflow.__version__"  # one source of truth
+    assert cfg["metadata"]["version"] == "attr: dataflow._version.__version__"  # one source of truth
     assert isinstance(dataflow.__version__, str) and dataflow.__version__
 
 

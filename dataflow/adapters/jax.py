@@ -5,31 +5,37 @@
 
 from __future__ import annotations
 
-from collections import deque
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
+from ..base import close_iterator
+from ._jax_place import Placer, is_array_leaf
 from ._require import require
 
 jax = require("jax", "jax", "dataflow.adapters.jax")
 
 __all__ = ["prefetch_to_device"]
 
-
-def _is_array_leaf(x: Any) -> bool:
-    return isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "iufcb"
+_BATCH, _ERROR, _END = 0, 1, 2
+_DONE = object()
+_JOIN_S = 1.0
 
 
 def prefetch_to_device(iterable: Iterable[Any], size: int = 2, sharding: Any = None) -> Iterator[Any]:
     """Yield the batches of ``iterable`` with their numpy arrays already on device.
 
-    ``jax.device_put`` is asynchronous, so keeping ``size`` batches in flight overlaps the
-    host-to-device copies with the computation on earlier batches. ``sharding`` (a
-    ``jax.sharding.Sharding`` or a device) is passed to ``device_put``; ``None`` places on the
-    default device. Batches are pytrees (lists, tuples, dicts) whose numeric numpy leaves are
-    transferred; strings and other leaves pass through unchanged. Order is kept.
+    A background thread iterates ``iterable`` and places each batch (``jax.device_put``
+    semantics), at most ``size`` batches ahead of the one the consumer holds, so reading and
+    transferring overlap with the consumer's work. ``sharding`` (a ``jax.sharding.Sharding``
+    or a device) is where the arrays go; ``None`` places them on the default device of the
+    calling thread, uncommitted, as ``jax.device_put`` does. Batches are pytrees (lists,
+    tuples, dicts) whose numeric numpy leaves are transferred; strings and other leaves pass
+    through unchanged. Order is kept. An exception raised by ``iterable`` (or by a transfer)
+    is raised in the consumer, as itself, after every batch before it. Leaving the loop
+    early (``break``, an exception, closing the iterator) stops and joins the thread and
+    closes ``iterable``'s iterator.
     """
     if not isinstance(size, int) or isinstance(size, bool) or size < 1:
         raise ValueError(f"prefetch_to_device: size must be an int >= 1, got {size!r}")
@@ -37,23 +43,57 @@ def prefetch_to_device(iterable: Iterable[Any], size: int = 2, sharding: Any = N
 
 
 def _prefetch(iterable: Iterable[Any], size: int, sharding: Any) -> Iterator[Any]:
-    def put(batch: Any) -> Any:
-        return jax.tree_util.tree_map(
-            lambda x: jax.device_put(x, sharding) if _is_array_leaf(x) else x, batch
-        )
+    place = Placer(sharding)  # resolved here, in the consumer's thread
+    source = iter(iterable)  # an epoch of a DataFlow begins in the consumer's thread
+    done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()  # (kind, batch or exception)
+    room: queue.SimpleQueue[bool] = queue.SimpleQueue()  # one True per batch it may read ahead
+    for _ in range(size):
+        room.put(True)
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=_feed, args=(source, place, done, room, stop), name="dataflow-jax-prefetch", daemon=True
+    )
+    thread.start()
+    try:
+        while True:
+            kind, value = done.get()
+            if kind == _BATCH:
+                room.put(True)  # the thread may read the next one while this one is used
+                yield value
+            elif kind == _ERROR:
+                raise value
+            else:
+                return
+    finally:
+        stop.set()
+        room.put(False)  # wakes the thread if it waits for room
+        thread.join(_JOIN_S)  # a thread stuck in the source's next() is left as a daemon
 
-    queue: deque[Any] = deque()
-    source = iter(iterable)
-    for batch in source:
-        queue.append(put(batch))
-        if len(queue) >= size:
-            break
-    while queue:
-        out = queue.popleft()
-        nxt = next(source, _END)
-        if nxt is not _END:
-            queue.append(put(nxt))
-        yield out
 
+def _feed(
+    source: Iterator[Any],
+    place: Placer,
+    done: queue.SimpleQueue[tuple[int, Any]],
+    room: queue.SimpleQueue[bool],
+    stop: threading.Event,
+) -> None:
+    """The thread: read, place, hand over; always ends with an END or ERROR item."""
+    end: tuple[int, Any] = (_END, None)
+    tree_map = jax.tree_util.tree_map
 
-_END = object()
+    def put(x: Any) -> Any:
+        return place(x) if is_array_leaf(x) else x
+
+    try:
+        while room.get() and not stop.is_set():
+            batch = next(source, _DONE)
+            if batch is _DONE:
+                break
+            done.put((_BATCH, tree_map(put, batch)))
+    except BaseException as e:
+        end = (_ERROR, e)
+    finally:
+        try:
+            close_iterator(source)
+        finally:
+            done.put(end)

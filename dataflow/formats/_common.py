@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Any, Union
 
 from .._progress import check_progress, progress_bar, progress_enabled
-from ..errors import DataFlowError
+from .._version import __version__
+from ..errors import FormatError
 
 __all__ = [
     "FormatError",
@@ -23,12 +24,6 @@ __all__ = [
 ]
 
 PathType = Union[str, "os.PathLike[str]"]
-
-
-class FormatError(DataFlowError, ValueError):
-    """A stored file that cannot be read as complete and correct: corrupt or truncated data,
-    a CRC mismatch, a file of another format, or one written by a newer format version.
-    The message names the file and, where it applies, the record, key or byte offset."""
 
 
 def require(module: str, extra: str, stage: str) -> Any:
@@ -59,8 +54,6 @@ def check_flow(stage: str, df: object) -> None:
 
 
 def _writer() -> str:
-    from .. import __version__  # at call time: the package imports this module
-
     return f"dataflow-ml {__version__}"
 
 

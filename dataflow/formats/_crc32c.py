@@ -1,8 +1,9 @@
 """CRC-32C (Castagnoli), as TFRecord files use it, and TFRecord's masking of it.
 
-:func:`crc32c` uses the ``google-crc32c`` package when it is installed (C, hardware
-accelerated: GB/s) and otherwise a table-driven pure-Python implementation (slicing by 8:
-correct, but only about 10-30 MB/s). ``pip install google-crc32c`` for fast TFRecord I/O.
+:func:`crc32c` is ``google-crc32c`` (a core dependency of dataflow-ml: C, hardware
+accelerated, GB/s). Only when that package is missing or was built without its C extension
+(an unusual platform) does it fall back to :func:`crc32c_python`, a table-driven pure-Python
+implementation (slicing by 8: correct, but about 10-30 MB/s), and it warns once when it does.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import struct
 import warnings
 from collections.abc import Callable
 
-__all__ = ["crc32c", "crc32c_python", "implementation", "masked_crc32c"]
+from .._warn import warn
+
+__all__ = ["crc32c", "crc32c_python", "implementation", "masked_crc32c", "mask"]
 
 _POLY = 0x82F63B78  # CRC-32C, reflected
 _MASK_DELTA = 0xA282EAD8
@@ -31,11 +34,13 @@ def _make_tables() -> list[list[int]]:
     return tables
 
 
-_T = _make_tables()
+_T: list[list[int]] = []  # built on first use of the pure-Python CRC
 
 
 def crc32c_python(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """CRC-32C of ``data`` in pure Python (continuing from ``crc``, 0 for a new one)."""
+    if not _T:
+        _T.extend(_make_tables())
     t0, t1, t2, t3, t4, t5, t6, t7 = _T
     view = memoryview(data).cast("B")
     c = crc ^ 0xFFFFFFFF
@@ -57,14 +62,22 @@ def crc32c_python(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     return c ^ 0xFFFFFFFF
 
 
+_SLOW = (
+    "dataflow.formats: {why}, so TFRecord checksums use a pure-Python CRC-32C (about 20 MB/s "
+    "instead of GB/s); reinstall it with: pip install --force-reinstall google-crc32c"
+)
+
+
 def _select() -> tuple[Callable[[bytes], int], str]:
     try:
         with warnings.catch_warnings():  # it warns on import when it has no C extension
             warnings.simplefilter("ignore")
             import google_crc32c
     except ImportError:
+        warn(_SLOW.format(why="google-crc32c (a dependency of dataflow-ml) is not installed"), RuntimeWarning)
         return crc32c_python, "python"
     if getattr(google_crc32c, "implementation", "c") != "c":  # its own fallback is slower still
+        warn(_SLOW.format(why="google-crc32c was installed without its C extension"), RuntimeWarning)
         return crc32c_python, "python"
     return google_crc32c.value, "google-crc32c"
 
@@ -92,7 +105,12 @@ def crc32c(data: bytes) -> int:
     return _crc(data)
 
 
+def mask(crc: int) -> int:
+    """TFRecord's masking of a CRC: ``((crc >> 15 | crc << 17) + 0xa282ead8) & 0xffffffff``."""
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
 def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC: ``((crc >> 15 | crc << 17) + 0xa282ead8) & 0xffffffff``."""
+    """TFRecord's masked CRC of ``data``."""
     c = _crc(data)
     return (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF

@@ -29,15 +29,39 @@ FORMAT_VERSION = 1
 _MEMBERS = ("data", "meta", "offsets")
 
 
+class _TensorpackFile(Exception):
+    """Internal: the npz is tensorpack's (one pickled object array named ``buffer``)."""
+
+
+def _read_tensorpack(stage: str, path: str, allow_pickle: bool) -> list[Any]:
+    """The datapoints of an npz written by tensorpack's NumpySerializer (pickled objects)."""
+    if not allow_pickle:
+        raise FormatError(
+            f"{stage}: {path} was written by tensorpack's NumpySerializer: its datapoints are "
+            f"pickled, which dataflow loads only with allow_pickle=True (unpickling runs code "
+            f"named by the data: pass it only for files you trust), like numpy.load"
+        )
+    try:
+        with np.load(path, allow_pickle=True) as npz:
+            buffer = npz["buffer"]
+    except Exception as e:
+        what = f"{type(e).__name__}: {e}"
+        raise FormatError(f"{stage}: {path}: tensorpack's buffer cannot be loaded ({what})") from e
+    # tensorpack stored np.asarray(datapoints, dtype=object): equal-length lists became rows
+    return [list(row) for row in buffer] if buffer.ndim >= 2 else list(buffer)
+
+
 def _read(stage: str, path: str, members: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Load ``members`` of the npz at ``path`` (never unpickling), validating the metadata."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [m for m in _MEMBERS if m not in npz.files]
+            if missing and "buffer" in npz.files:
+                raise _TensorpackFile(path)
             if missing:
                 raise FormatError(
                     f"{stage}: {path} was not written by NumpySerializer (no {', '.join(missing)} "
-                    f"array); tensorpack's .npz files hold pickled objects and cannot be read safely"
+                    f"array)"
                 )
             out = {m: npz[m] for m in ("meta", *members)}
     except FileNotFoundError:
@@ -68,17 +92,25 @@ class _NumpyData(IndexedSource):
     are fresh copies each epoch). ``len`` is exact. Reentrant. Checkpoints, resumes (without
     decoding what was consumed) and shards by index, like :class:`~dataflow.DataFromList`."""
 
-    def __init__(self, path: str, shuffle: bool, seed: int | None) -> None:
+    def __init__(self, path: str, shuffle: bool, seed: int | None, allow_pickle: bool = False) -> None:
         super().__init__(seed)
         self._path = path
         self._shuffle = bool(shuffle)
+        self._allow_pickle = bool(allow_pickle)
         self._data: np.ndarray | None = None
         self._offsets: list[int] | None = None
         self._count: int | None = None
+        self._tensorpack: list[Any] | None = None  # a tensorpack file's datapoints
 
     def reset_state(self) -> None:
         super().reset_state()
-        out = _read("NumpySerializer.load", self._path, ("data", "offsets"))
+        stage = "NumpySerializer.load"
+        try:
+            out = _read(stage, self._path, ("data", "offsets"))
+        except _TensorpackFile:
+            self._tensorpack = _read_tensorpack(stage, self._path, self._allow_pickle)
+            self._count = len(self._tensorpack)
+            return
         data = out["data"]
         data.flags.writeable = False  # decoded arrays must copy, never alias the file buffer
         self._data, self._offsets = data, out["offsets"].tolist()
@@ -86,10 +118,16 @@ class _NumpyData(IndexedSource):
 
     def _num_items(self) -> int:
         if self._count is None:
-            self._count = int(_read("NumpySerializer.load", self._path, ("offsets",))["count"])
+            stage = "NumpySerializer.load"
+            try:
+                self._count = int(_read(stage, self._path, ("offsets",))["count"])
+            except _TensorpackFile:
+                self._count = len(_read_tensorpack(stage, self._path, self._allow_pickle))
         return self._count
 
     def _getter(self) -> Callable[[int], Any]:
+        if self._tensorpack is not None:
+            return self._tensorpack.__getitem__
         data, offsets = self._data, self._offsets
         if data is None or offsets is None:
             raise DataFlowNotReset("NumpySerializer.load(...) was iterated before reset_state()")
@@ -141,9 +179,13 @@ class NumpySerializer:
                 (np.savez_compressed if compressed else np.savez)(f, data=data, offsets=offsets, meta=meta)
 
     @staticmethod
-    def load(path: PathType, shuffle: bool = True, seed: int | None = None) -> DataFlow:
+    def load(
+        path: PathType, shuffle: bool = True, seed: int | None = None, *, allow_pickle: bool = False
+    ) -> DataFlow:
         """A flow of the decoded datapoints of an npz written by :meth:`save`, in write order
         or in a new permutation each epoch. The file is read by ``reset_state()``; a file
         that is not ours, damaged, or of a newer format version raises
-        :class:`~dataflow.formats.FormatError`."""
-        return _NumpyData(fspath("NumpySerializer.load", "path", path), shuffle, seed)
+        :class:`~dataflow.FormatError`. An npz written by tensorpack's ``NumpySerializer``
+        (a pickled object array) is read only with ``allow_pickle=True``, like
+        :func:`numpy.load`; its datapoints come back as lists, as they went in."""
+        return _NumpyData(fspath("NumpySerializer.load", "path", path), shuffle, seed, allow_pickle)

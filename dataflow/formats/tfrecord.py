@@ -3,121 +3,120 @@
 A TFRecord file is a sequence of records, each framed as ``uint64 length``, ``uint32 masked
 CRC-32C of the length``, ``data``, ``uint32 masked CRC-32C of the data`` (little-endian).
 Both CRCs are checked on read; a mismatch, a truncated file or a record count that disagrees
-with the header raises :class:`~dataflow.formats.FormatError` naming the file, the record
+with the index raises :class:`~dataflow.formats.FormatError` naming the file, the record
 index and its byte offset.
 
-Files written by :meth:`TFRecordSerializer.save` start with one *header record* (magic
-``DFTFREC\\0``, the record count, and the format metadata: version, writer); every other
-record is one datapoint encoded with the safe codec (:func:`dataflow.codec.dumps`).
-TensorFlow reads these files too (``tf.data.TFRecordDataset(path).skip(1)``).
+Files written by :meth:`TFRecordSerializer.save` hold only datapoint records, each encoded
+with the safe codec (:func:`dataflow.codec.dumps`), so ``tf.data.TFRecordDataset(path)``
+reads them as they are. Beside each file, ``<file>.index`` holds the record count, the
+format metadata (writer, version) and every record's byte offset (see
+:mod:`dataflow.formats._tfrecord_io`): ``len`` without a scan, a check that the file is
+complete, and random access (``shuffle=True``). Files of the earlier layout, which started
+with a header record (magic ``DFTFREC\\0`` and the count), are still read.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import codec
 from .._state_fields import check_file_count, int_field, offset_field
 from ..base import DataFlow
 from ..errors import LengthUnknownError
-from ._atomic import atomic_write
-from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
-from ._crc32c import masked_crc32c
+from ._atomic import _create_temp, _fsync, _fsync_dir, _remove, atomic_write, check_target
+from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save
+from ._tfrecord_io import (
+    HEADER_MAGIC,
+    RecordWriter,
+    frame,
+    index_path,
+    read_index,
+    read_records,
+    write_index,
+    write_index_file,
+)
 
-__all__ = ["TFRecordData", "TFRecordSerializer"]
+__all__ = ["HEADER_MAGIC", "TFRecordData", "TFRecordSerializer", "frame", "read_records", "write_index"]
 
-FORMAT_VERSION = 1
-HEADER_MAGIC = b"DFTFREC\x00"
-_LEN = struct.Struct("<QI")
-_CRC = struct.Struct("<I")
+LEGACY_VERSION = 1  # files that start with a header record (HEADER_MAGIC)
 _COUNT = struct.Struct("<Q")
-
-
-def frame(data: bytes) -> bytes:
-    """One TFRecord record holding ``data``."""
-    length = _COUNT.pack(len(data))
-    return b"".join((length, _CRC.pack(masked_crc32c(length)), data, _CRC.pack(masked_crc32c(data))))
-
-
-def _header_payload(count: int) -> bytes:
-    meta = make_meta("tfrecord", FORMAT_VERSION, count)
-    del meta["count"]  # stored as a fixed-size field, patched when the file is complete
-    return HEADER_MAGIC + _COUNT.pack(count) + codec.dumps(meta)
+_DECODE = {True: "codec", False: "raw", "codec": "codec", "raw": "raw", "example": "example"}
 
 
 def _parse_header(stage: str, path: str, payload: bytes) -> int:
+    """The record count in the header record of a file of the earlier layout."""
     try:
         meta = codec.loads(payload[16:])
     except codec.CodecError as e:
         raise FormatError(f"{stage}: {path}: the header record is malformed ({e})") from e
     if isinstance(meta, dict):
         meta["count"] = _COUNT.unpack_from(payload, 8)[0]
-    return check_meta(stage, path, meta, "tfrecord", FORMAT_VERSION)
+    return check_meta(stage, path, meta, "tfrecord", LEGACY_VERSION)
 
 
-def read_records(
-    stage: str, path: str, verify_crc: bool = True, offset: int = 0, index: int = 0
-) -> Iterator[tuple[int, int, bytes]]:
-    """``(index, byte offset, data)`` of every record of the TFRecord file ``path``, from the
-    record ``index`` that starts at byte ``offset`` (a record boundary) on."""
-    unpack_len, unpack_crc = _LEN.unpack, _CRC.unpack
-    with open(path, "rb", buffering=1 << 20) as f:
-        if offset:
-            f.seek(offset)
-        while True:
-            head = f.read(12)
-            if not head:
-                return
-            where = f"{path}: record {index} at byte offset {offset}"
-            if len(head) < 12:
-                raise FormatError(f"{stage}: {where}: the file is truncated (a partial record header)")
-            length, length_crc = unpack_len(head)
-            if masked_crc32c(head[:8]) != length_crc:
-                raise FormatError(f"{stage}: {where}: corrupt record length (CRC mismatch)")
-            data = f.read(length)
-            tail = f.read(4)
-            if len(data) < length or len(tail) < 4:
-                raise FormatError(
-                    f"{stage}: {where}: the file is truncated (the record needs {length + 16} "
-                    f"bytes, the file ends after {len(head) + len(data) + len(tail)})"
-                )
-            if verify_crc and masked_crc32c(data) != unpack_crc(tail)[0]:
-                raise FormatError(f"{stage}: {where}: corrupt record data (CRC mismatch)")
-            yield index, offset, data
-            index += 1
-            offset += length + 16
+def _decoder(stage: str, decode: str) -> Callable[[bytes], Any] | None:
+    if decode == "codec":
+        return codec.loads
+    if decode == "example":
+        from .tf_example import example_class, parse_example
+
+        example_class()  # imports protobuf now: a missing extra fails before the first epoch
+        return parse_example
+    return None
 
 
 class TFRecordData(DataFlow):
     """Read one TFRecord file, or several in order: any TFRecord file, or our own.
 
-    With ``decode=True`` each record is decoded with the safe codec (files written by
-    :meth:`TFRecordSerializer.save`); with ``decode=False`` each datapoint is the raw record
-    ``bytes`` (e.g. a serialized ``tf.train.Example``). The header record of our files is
-    never yielded. Order is file order (TFRecord has no random access; shuffle with
-    :class:`~dataflow.LocallyShuffleData`). Every record's CRCs are checked unless
-    ``verify_crc=False`` (then only the length CRC); a corrupt or truncated file raises
-    :class:`~dataflow.formats.FormatError` naming the file, record and byte offset; an
-    undecodable record raises :class:`~dataflow.codec.CodecError` naming them too.
+    ``decode`` says what a datapoint is: ``True`` (or ``"codec"``) decodes each record with
+    the safe codec (files written by :meth:`TFRecordSerializer.save`); ``False`` (or
+    ``"raw"``) yields the raw record ``bytes``; ``"example"`` parses each record as a
+    ``tf.train.Example`` (written by TensorFlow, or :func:`~dataflow.formats.tf_example.
+    encode_example`) into a dict of 1-D numpy arrays, without TensorFlow (needs
+    ``protobuf``: ``pip install "dataflow-ml[tfrecord]"``; see
+    :func:`~dataflow.formats.tf_example.parse_example`).
 
-    ``len`` is the count in the headers of our files, or ``size`` if given (for foreign
-    files, the caller's claim; for ours it must match). Files are opened by each epoch and
-    closed when it ends or its iterator is closed, so the flow is reentrant and fork-safe.
+    Order is file order, or with ``shuffle=True`` a new permutation of the records of all
+    files each epoch (drawn from ``self.rng``; ``seed=`` makes it reproducible): that needs
+    every file's index (``<file>.index``, written by ``save`` or
+    :func:`~dataflow.formats.tfrecord.write_index`) and reads each record at its offset.
+    Every record's CRCs are checked unless ``verify_crc=False`` (then only the length CRC);
+    a corrupt or truncated file raises :class:`~dataflow.formats.FormatError` naming the file,
+    record and byte offset; an undecodable record raises :class:`~dataflow.codec.CodecError`
+    naming them too.
 
-    Its state is the file in progress, the byte offset and index of the next record in it
-    (and how many records of that file were read, to check the header's count): resuming
-    seeks there and reads nothing again, in any TFRecord file.
+    ``len`` is the count in the files' indexes (or the headers of older files of ours), or
+    ``size`` if given (for files without an index, the caller's claim; otherwise it must
+    match). Files are opened by each epoch and closed when it ends or its iterator is
+    closed, so the flow is reentrant and fork-safe.
+
+    In file order its state is the file in progress, the byte offset and index of the next
+    record in it (and how many records of that file were read, to check the count):
+    resuming seeks there and reads nothing again, in any TFRecord file. Shuffled, it is a
+    random-access source like :class:`~dataflow.formats.LMDBData` (epoch, position, RNG; sharded
+    by index under :class:`~dataflow.ShardData`).
     """
+
+    _random_access = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TFRecordData:
+        if cls is TFRecordData and kwargs.get("shuffle", len(args) > 4 and args[4]):
+            from ._tfrecord_shuffled import ShuffledTFRecordData
+
+            cls = ShuffledTFRecordData
+        return super().__new__(cls)
 
     def __init__(
         self,
         path: PathType | Sequence[PathType],
-        decode: bool = True,
+        decode: bool | str = True,
         size: int | None = None,
         verify_crc: bool = True,
+        shuffle: bool = False,
+        seed: int | None = None,
     ) -> None:
         stage = type(self).__name__
         paths = [path] if isinstance(path, (str, os.PathLike)) else path
@@ -126,18 +125,31 @@ class TFRecordData(DataFlow):
         self.paths = [fspath(stage, "path", p) for p in paths]
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise ValueError(f"{stage}: size must be an int >= 0 or None, got {size!r}")
-        self.decode = bool(decode)
+        if not isinstance(decode, (bool, str)) or decode not in _DECODE:
+            raise ValueError(
+                f"{stage}: decode must be True, False, 'codec', 'raw' or 'example', got {decode!r}"
+            )
+        if shuffle and not self._random_access:
+            raise TypeError(
+                f"{stage}: shuffle=True needs TFRecordData itself (a subclass reads in file order)"
+            )
+        self.decode = _DECODE[decode]
         self._size = size
         self.verify_crc = bool(verify_crc)
         self._counts: list[int | None] | None = None
 
     def _read_counts(self) -> list[int | None]:
-        """The record count of each file from its header, ``None`` for foreign files."""
+        """The record count of each file from its index (or the header of an older file of
+        ours), ``None`` for files without either."""
         stage = type(self).__name__
         counts: list[int | None] = []
         for path in self.paths:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{stage}: no such file: {path!r}")
+            offsets = read_index(stage, path)
+            if offsets is not None:
+                counts.append(len(offsets))
+                continue
             first = next(read_records(stage, path, self.verify_crc), None)
             if first is None:
                 counts.append(0)
@@ -147,12 +159,13 @@ class TFRecordData(DataFlow):
         known = [c for c in counts if c is not None]
         if self._size is not None and len(known) == len(counts) and sum(known) != self._size:
             raise ValueError(
-                f"{stage}: size={self._size} but the file headers say {sum(known)} records; "
-                f"leave size=None to use the headers"
+                f"{stage}: size={self._size} but the files' indexes say {sum(known)} records; "
+                f"leave size=None to use them"
             )
         return counts
 
     def reset_state(self) -> None:
+        self._decode_fn = _decoder(type(self).__name__, self.decode)
         self._counts = self._read_counts()
 
     def __len__(self) -> int:
@@ -163,13 +176,14 @@ class TFRecordData(DataFlow):
         counts = self._counts
         if any(c is None for c in counts):
             raise LengthUnknownError(
-                f"{type(self).__name__}: the length of a TFRecord file not written by "
-                f"TFRecordSerializer is unknown; pass size= if you know it"
+                f"{type(self).__name__}: the length of a TFRecord file without an index file is "
+                f"unknown; pass size= if you know it, or write its index once with "
+                f"dataflow.formats.tfrecord.write_index(path)"
             )
         return sum(c for c in counts if c is not None)
 
     def __iter__(self) -> Iterator[Any]:
-        resume = self.__dict__.pop("_resume", None)
+        resume = self.__dict__.pop("_resume_at", None)
         where = self._where = list(resume) if resume is not None else [0, 0, 0, 0]
         return self._track(self._records(where))
 
@@ -181,21 +195,23 @@ class TFRecordData(DataFlow):
             where[:] = [where[0] + 1, 0, 0, 0]
 
     def _read_file(self, path: str, where: list[int]) -> Iterator[Any]:
-        stage, decode, loads = type(self).__name__, self.decode, codec.loads
+        stage = type(self).__name__
+        decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
         _, start, first, n = where
-        expected = self._counts[where[0]] if first and self._counts is not None else None
+        expected = self._counts[where[0]] if self._counts is not None else None
+        source = "its index says"
         for index, offset, data in read_records(stage, path, self.verify_crc, start, first):
-            if index == 0 and data[:8] == HEADER_MAGIC:
-                expected = _parse_header(stage, path, data)
+            if index == 0 and data[:8] == HEADER_MAGIC:  # the header of an older file of ours
+                expected, source = _parse_header(stage, path, data), "the header says"
                 where[1:3] = offset + len(data) + 16, 1
                 continue
             n += 1
             where[1:] = offset + len(data) + 16, index + 1, n
-            if not decode:
+            if decode is None:
                 yield data
                 continue
             try:
-                dp = loads(data)
+                dp = decode(data)
             except codec.CodecError as e:
                 raise codec.CodecError(
                     f"{stage}: {path}: record {index} at byte offset {offset} cannot be decoded "
@@ -204,7 +220,7 @@ class TFRecordData(DataFlow):
             yield dp
         if expected is not None and n != expected:
             raise FormatError(
-                f"{stage}: {path}: the header says {expected} records but the file has {n}; "
+                f"{stage}: {path}: {source} {expected} records but the file has {n}; "
                 f"the file is truncated or damaged"
             )
 
@@ -218,7 +234,7 @@ class TFRecordData(DataFlow):
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
         check_file_count(stage, state, len(self.paths))
-        self.__dict__.pop("_resume", None)
+        self.__dict__.pop("_resume_at", None)
         if not live or "file" not in state:
             return
         offset = offset_field(stage, state)
@@ -228,7 +244,7 @@ class TFRecordData(DataFlow):
             int_field(stage, state, "record", 0),
             int_field(stage, state, "read", 0),
         )
-        self._resume = where
+        self._resume_at = where
 
 
 class TFRecordSerializer:
@@ -236,33 +252,57 @@ class TFRecordSerializer:
 
     Example::
 
-        TFRecordSerializer.save(df, "train.tfrecord")
-        df = TFRecordSerializer.load("train.tfrecord")   # len is known from the header
+        TFRecordSerializer.save(df, "train.tfrecord")      # + train.tfrecord.index
+        df = TFRecordSerializer.load("train.tfrecord")     # len is known from the index
     """
 
     @staticmethod
     def save(df: DataFlow, path: PathType, *, overwrite: bool = False, progress: bool = True) -> None:
         """Write every datapoint of one epoch of ``df`` (after ``df.reset_state()``) to
-        ``path``, each encoded with the safe codec. All or nothing: the file appears at
-        ``path`` only once complete (see :mod:`dataflow.formats`). An existing file is
-        replaced only with ``overwrite=True``."""
+        ``path``, one record each, encoded with the safe codec, and its index to
+        ``path + ".index"``. All or nothing: the file appears at ``path`` only once complete
+        (see :mod:`dataflow.formats`); its index is renamed into place right after it (a
+        stale index of a replaced file is removed first, so a file never sits beside an
+        index that is not its own). An existing file is replaced only with ``overwrite=True``."""
         stage = "TFRecordSerializer.save"
         path = fspath(stage, "path", path)
-        with atomic_write(stage, path, overwrite) as tmp, open(tmp, "wb", buffering=1 << 20) as f:
-            f.write(frame(_header_payload(0)))
-            count = 0
-            for dp in iterate_for_save(stage, df, progress):
-                data = codec.dumps(dp)
-                length = _COUNT.pack(len(data))
-                f.write(length + _CRC.pack(masked_crc32c(length)))
-                f.write(data)
-                f.write(_CRC.pack(masked_crc32c(data)))
-                count += 1
-            f.seek(0)
-            f.write(frame(_header_payload(count)))  # same size: only the count differs
+        ipath = index_path(path)
+        check_target(stage, ipath, overwrite=True)
+        itmp = ""
+        try:
+            with atomic_write(stage, path, overwrite) as tmp:
+                fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
+                try:
+                    writer = RecordWriter(fd)
+                    dumps = codec.dumps
+                    for dp in iterate_for_save(stage, df, progress):
+                        writer.write(dumps(dp))
+                    writer.flush()
+                finally:
+                    os.close(fd)
+                itmp = _create_temp(*os.path.split(os.path.abspath(ipath)))
+                write_index_file(itmp, writer.offsets, writer.size)
+                _fsync(itmp)
+                _remove_index(ipath)  # never leave the old index beside the new file
+            os.replace(itmp, ipath)
+        except BaseException:
+            if itmp:
+                _remove(itmp)
+            raise
+        _fsync_dir(os.path.dirname(os.path.abspath(ipath)))
 
     @staticmethod
-    def load(path: PathType, size: int | None = None) -> TFRecordData:
-        """A :class:`TFRecordData` of the decoded datapoints, in file order. ``size`` is
-        optional (the header knows the count); if given it must match it."""
-        return TFRecordData(path, decode=True, size=size)
+    def load(
+        path: PathType, size: int | None = None, shuffle: bool = False, seed: int | None = None
+    ) -> TFRecordData:
+        """A :class:`TFRecordData` of the decoded datapoints, in file order (or shuffled:
+        random access through the index). ``size`` is optional (the index knows the
+        count); if given it must match it."""
+        return TFRecordData(path, decode=True, size=size, shuffle=shuffle, seed=seed)
+
+
+def _remove_index(ipath: str) -> None:
+    try:
+        os.remove(ipath)
+    except FileNotFoundError:
+        pass

@@ -3,7 +3,7 @@ the component. Shared by :class:`~dataflow.BatchData` and its variants."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,11 +89,18 @@ def _is_arraylike(v: object) -> bool:
     return isinstance(v, (np.ndarray, list, tuple, *_NUMBER_TYPES))
 
 
-def collate(stage: str, holder: list[Any], use_list: bool = False) -> Any:
+def collate(
+    stage: str,
+    holder: list[Any],
+    use_list: bool = False,
+    stack: Callable[[str, Any, Sequence[Any]], Any] = stack_component,
+) -> Any:
     """Batch a list of datapoints component by component.
 
     List/tuple datapoints give a list of batched components; dict datapoints a dict. All
-    datapoints must have the same number of components (or the same keys).
+    datapoints must have the same number of components (or the same keys). ``stack`` batches
+    one component (default :func:`stack_component`; one with the same results may choose
+    where the memory comes from).
     """
     kinds = set(map(type, holder))
     if kinds <= _SEQUENCE_TYPES or all(isinstance(dp, (list, tuple)) for dp in holder):
@@ -106,7 +113,7 @@ def collate(stage: str, holder: list[Any], use_list: bool = False) -> Any:
             ) from None
         if use_list:
             return [list(c) for c in columns]
-        return [stack_component(stage, i, c) for i, c in enumerate(columns)]
+        return [stack(stage, i, c) for i, c in enumerate(columns)]
     if all(isinstance(dp, dict) for dp in holder):
         keys = holder[0].keys()
         for n, dp in enumerate(holder):
@@ -119,7 +126,7 @@ def collate(stage: str, holder: list[Any], use_list: bool = False) -> Any:
                 )
         if use_list:
             return {k: [dp[k] for dp in holder] for k in keys}
-        return {k: stack_component(stage, k, [dp[k] for dp in holder]) for k in keys}
+        return {k: stack(stage, k, [dp[k] for dp in holder]) for k in keys}
     bad = next((dp for dp in holder if not isinstance(dp, (list, tuple, dict))), None)
     if bad is None:
         raise ComponentError(f"{stage}: a batch mixes dict and list/tuple datapoints")

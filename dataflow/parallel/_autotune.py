@@ -14,18 +14,20 @@ Every decision that changes something is logged at debug level on ``dataflow.aut
 - :class:`WorkerPlan`: how many workers to use, or none (map in-process), from the
   per-datapoint map time and the consumer's own per-datapoint cost measured in a short
   in-process probe, then adjusted by how long the consumer waits for results.
+- :class:`~._autoworkers.AutoWorkers` (its own module): the running side, which also
+  **checks every move against the measured throughput** and undoes one that lost.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 
 __all__ = [
     "AUTO_BUFFER_PER_WORKER",
     "WORKER_BYTES",
-    "AutoWorkers",
     "ChunkTuner",
     "WorkerPlan",
     "available_cores",
@@ -137,15 +139,16 @@ class WorkerPlan:
             rate = min(rate, max(free, 0.1) / max(work, 1e-9))
         return rate
 
-    def decide(self, work: float, own: float, quiet: bool = False) -> int:
+    def decide(self, work: float, own: float, quiet: bool = False, avoid: Collection[int] = ()) -> int:
         """The worker count for a map costing ``work`` s per datapoint when the consumer's own
         part costs ``own`` s per datapoint (both measured in-process); sets :attr:`workers`.
-        ``quiet``: log only if the decision differs from the current one."""
+        ``quiet``: log only if the decision differs from the current one. Counts in
+        ``avoid`` (they were measured slower than the alternative lately) are not chosen."""
         serial = self.predicted_rate(0, work, own)
         best, best_rate = 0, serial
         for n in range(1, self.max_workers + 1):
             rate = self.predicted_rate(n, work, own)
-            if rate > best_rate * 1.02:  # a worker more must be worth it
+            if rate > best_rate * 1.02 and n not in avoid:  # a worker more must be worth it
                 best, best_rate = n, rate
         if best and best_rate < serial * self.margin:
             best = 0
@@ -154,16 +157,18 @@ class WorkerPlan:
             return best
         logger.debug(
             "%s: %s (map %.1f us/datapoint, consumer %.1f us/datapoint; predicted %.0f/s vs "
-            "%.0f/s in-process; up to %d workers on %d cores)",
+            "%.0f/s in-process; up to %d workers on %d cores%s)",
             self.stage, f"{best} worker(s)" if best else "maps in-process", work * 1e6, own * 1e6,
             best_rate, serial, self.max_workers, self.cores,
+            f"; not {sorted(avoid)}: measured slower lately" if avoid else "",
         )
         return best
 
-    def adjust(self, wait_fraction: float) -> int:
+    def adjust(self, wait_fraction: float, avoid: Collection[int] = ()) -> int:
         """After a measuring window in which the consumer spent ``wait_fraction`` of its time
         waiting for results: one worker more (waiting > 30%, room left), one fewer (waiting
-        < 2% with more workers than leave the consumer a core), or unchanged."""
+        < 2% with more workers than leave the consumer a core), or unchanged; never to a
+        count in ``avoid``."""
         n = self.workers
         if n == 0:
             return 0
@@ -172,13 +177,13 @@ class WorkerPlan:
             new = n + 1
         elif wait_fraction < 0.02 and n > 1 and n >= self.cores:
             new = n - 1
-        if new != n:
+        if new != n and new not in avoid:
             logger.debug(
                 "%s: %d -> %d worker(s) (the consumer waited %.0f%% of the time for results)",
                 self.stage, n, new, 100 * wait_fraction,
             )
             self.workers = new
-        return new
+        return self.workers
 
 
 #: datapoints in flight per worker when ``buffer_size="auto"``: room for two full tasks of
@@ -187,72 +192,3 @@ AUTO_BUFFER_PER_WORKER = 128
 #: memory assumed per worker process when bounding ``num_proc="auto"`` (a forked worker
 #: shares its parent's pages; this is its own heap, buffers and the map's working set)
 WORKER_BYTES = 256 * 2**20
-
-
-class AutoWorkers:
-    """The running side of ``num_proc="auto"``: when to leave the in-process probe and with
-    how many workers, then when to use one more or one fewer. Fed measurements with the
-    time they were taken (``now``, seconds on any monotonic clock), so it has no clock.
-
-    - **Probe** (in-process): every task mapped in the consumer reports its datapoints and
-      map time; once :attr:`probe_items` datapoints and :attr:`probe_seconds` have passed
-      (or :attr:`probe_max_items`), :meth:`WorkerPlan.decide` splits the window's wall time
-      into the map's part and the consumer's own part. In-process maps keep measuring and
-      decide again after every further :attr:`window` seconds (a map that gets slower later
-      still gets its workers).
-    - **Parallel**: every receive reports how long the consumer waited; after each
-      :attr:`window` seconds :meth:`WorkerPlan.adjust` may change the number of workers in use.
-    """
-
-    probe_items = 8
-    probe_seconds = 0.02
-    probe_max_items = 2000
-    window = 0.5
-
-    def __init__(self, plan: WorkerPlan) -> None:
-        self.plan = plan
-        self.decided = False
-        self._start: float | None = None
-        self._items = 0
-        self._busy = 0.0
-
-    @property
-    def parallel(self) -> bool:
-        return self.plan.workers > 0
-
-    def restart(self, now: float) -> None:
-        """A new measuring window begins (start of a pass, workers just started)."""
-        self._start, self._items, self._busy = now, 0, 0.0
-
-    def mapped_inline(self, items: int, busy: float, now: float) -> bool:
-        """A task of ``items`` datapoints was mapped in-process in ``busy`` s; ``True`` when the
-        map should now go to :attr:`WorkerPlan.workers` worker processes."""
-        if self._start is None:
-            self.restart(now - busy)
-        self._items += items
-        self._busy += busy
-        elapsed = now - (now if self._start is None else self._start)
-        ripe = self._items >= self.probe_items and elapsed >= self.probe_seconds
-        if self.decided:
-            ripe = elapsed >= self.window
-        if not (ripe or (not self.decided and self._items >= self.probe_max_items)):
-            return False
-        work = self._busy / self._items
-        own = max(0.0, elapsed - self._busy) / self._items
-        first = not self.decided
-        self.decided = True
-        self.restart(now)
-        return self.plan.decide(work, own, quiet=not first) > 0
-
-    def waited(self, wait: float, now: float) -> int | None:
-        """The consumer waited ``wait`` s for a result; a new worker count, or ``None``."""
-        if self._start is None:
-            self.restart(now)
-        self._busy += wait
-        elapsed = now - (now if self._start is None else self._start)
-        if elapsed < self.window:
-            return None
-        before = self.plan.workers
-        after = self.plan.adjust(self._busy / elapsed)
-        self.restart(now)
-        return after if after != before else None

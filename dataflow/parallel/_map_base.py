@@ -18,7 +18,11 @@ The consumer (the thread iterating the map) reads the upstream itself and submit
 - **checkpoints**: the upstream's state plus the inputs not yet delivered (see
   :mod:`._map_state`); independent of the number of workers.
 
-Subclasses provide the transport: ``_start``, ``_submit``, ``_receive``, ``_stop``.
+Subclasses provide the transport: ``_start``, ``_submit``, ``_receive``, ``_stop``; and may
+map in the consumer itself (``_in_consumer``, ``_map_here``: ``num_proc="auto"`` while
+workers do not pay), where a strict pass then maps groups and yields their outputs straight,
+with no task, queue or reorder step per datapoint (a checkpoint still owes the rest of the
+group being yielded).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import inspect
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
+from operator import length_hint
 from typing import Any
 
 from .. import seeding
@@ -43,6 +48,7 @@ __all__ = ["ParallelMapBase"]
 
 TaskId = tuple[int, int]
 RngKey = tuple[seeding.ItemSeed, int, int] | None  # (base, epoch, index of the chunk's first)
+_NOTHING: Iterator[Any] = iter(())
 
 
 class ParallelMapBase(ProxyDataFlow):
@@ -117,7 +123,17 @@ class ParallelMapBase(ProxyDataFlow):
 
     def _unyielded_units(self) -> int:
         """Units released to the consumer but not yielded yet."""
-        return len(self._ready)
+        return len(self._ready) + length_hint(self._here)
+
+    def _in_consumer(self) -> int:
+        """How many datapoints to map right here, in the consumer, without tasks (a strict
+        pass with nothing in flight asks before each group); 0: none, use the workers.
+        See :meth:`_map_here`."""
+        return 0
+
+    def _map_here(self, chunk: list[Any], rng_key: RngKey) -> list[Any]:
+        """Map ``chunk`` in the consumer (when :meth:`_in_consumer` asked for it)."""
+        raise NotImplementedError
 
     def _finish_pass(self) -> None:
         """Called when a strict pass has received every result (batching flushes here)."""
@@ -161,6 +177,7 @@ class ParallelMapBase(ProxyDataFlow):
         self._pending: dict[int, tuple[bytes, Any, int]] = {}
         self._pending_items = 0
         self._ready: deque[Any] = deque()
+        self._here: Iterator[Any] = _NOTHING  # outputs of a group mapped here, being yielded
         self._ledger.clear()
         self._skip = 0  # units of the first released task to drop (a resumed partial task)
 
@@ -181,15 +198,7 @@ class ParallelMapBase(ProxyDataFlow):
             gen = self._strict_pass(self._begin_pass(resume))
         else:
             gen = self._endless_epoch(resume)
-        return self._track(self._guarded(gen))
-
-    def _guarded(self, gen: Iterator[Any]) -> Iterator[Any]:
-        with self._guard:
-            try:
-                yield from gen
-            except KeyboardInterrupt:
-                self._interrupted = True
-                raise
+        return self._track(gen)
 
     def reset_workers(self) -> None:
         """Restart the workers without resetting the upstream (after an interrupt)."""
@@ -203,14 +212,16 @@ class ParallelMapBase(ProxyDataFlow):
         self._interrupted = False
 
     # -- submitting -----------------------------------------------------------------------
+    def _rng_key(self, epoch: int, first_index: int) -> RngKey:
+        if not self.item_rng or self._base is None:
+            return None
+        entropy, base_key = self._base
+        base = (entropy, (*base_key, *self.__dict__.get("_shard_key", ())))
+        return (base, epoch if self.strict else 0, first_index)
+
     def _submit_task(self, chunk: list[Any], epoch: int, first_index: int) -> None:
         seq = self._seq
-        key: RngKey = None
-        if self.item_rng and self._base is not None:
-            entropy, base_key = self._base
-            base = (entropy, (*base_key, *self.__dict__.get("_shard_key", ())))
-            key = (base, epoch if self.strict else 0, first_index)
-        self._submit((epoch, seq), chunk, key)
+        self._submit((epoch, seq), chunk, self._rng_key(epoch, first_index))
         self._flight[(epoch, seq)] = n = len(chunk)
         self._flight_items += n
         self._ledger.submitted(seq, chunk, first_index)
@@ -278,21 +289,45 @@ class ParallelMapBase(ProxyDataFlow):
         return self._epoch, source, len(tasks)
 
     def _strict_pass(self, begun: tuple[int, Iterator[Any], int]) -> Iterator[Any]:
+        # The guard and the interrupt flag live here, not in a wrapping generator: one
+        # generator level less per datapoint (a cheap map's whole cost is such overheads).
         epoch, source, _ = begun
         more, received = True, 0
-        ready = self._ready
-        while True:
-            if more:
-                more = self._fill(source, epoch)
-            if not more and received == self._seq:
-                break
-            if self._take_result(epoch):
-                received += 1
-            while ready:
-                yield ready.popleft()
-        self._finish_pass()
-        while ready:
-            yield ready.popleft()
+        ready, ledger = self._ready, self._ledger
+        with self._guard:
+            try:
+                while True:
+                    size = self._in_consumer() if more and not self._inflight else 0
+                    if size:  # map a group here and yield it straight (no task, no queue)
+                        chunk = list(islice(source, size))
+                        if not chunk:
+                            more = False
+                            continue
+                        first, seq = self._index, self._seq
+                        self._index = first + len(chunk)
+                        out = self._map_here(chunk, self._rng_key(epoch, first))
+                        self._seq = self._want = seq + 1
+                        received += 1
+                        ledger.submitted(seq, chunk, first)
+                        ledger.released(seq, len(out))
+                        self._here = here = iter(out)  # length_hint: what a checkpoint still owes
+                        yield from here
+                        ledger.prune(len(ready))
+                        continue
+                    if more:
+                        more = self._fill(source, epoch)
+                    if not more and received == self._seq:
+                        break
+                    if self._take_result(epoch):
+                        received += 1
+                    while ready:
+                        yield ready.popleft()
+                self._finish_pass()
+                while ready:
+                    yield ready.popleft()
+            except KeyboardInterrupt:
+                self._interrupted = True
+                raise
 
     def _forever(self, resumed: bool) -> Iterator[Any]:
         produced = resumed  # a resumed upstream epoch had produced before the checkpoint
@@ -331,13 +366,18 @@ class ParallelMapBase(ProxyDataFlow):
         endless = self._endless
         if endless is None:
             raise RuntimeError(f"{type(self).__name__}: the endless upstream was not started")
-        while size is None or self._produced < size:
-            if ready:
-                self._produced += 1
-                yield ready.popleft()
-                continue
-            self._fill(endless, 0)
-            self._take_result(0)
+        with self._guard:
+            try:
+                while size is None or self._produced < size:
+                    if ready:
+                        self._produced += 1
+                        yield ready.popleft()
+                        continue
+                    self._fill(endless, 0)
+                    self._take_result(0)
+            except KeyboardInterrupt:
+                self._interrupted = True
+                raise
 
     # -- checkpoints ----------------------------------------------------------------------
     def _upstreams_live(self, live: bool) -> list[bool]:

@@ -136,21 +136,31 @@ def _buffer(part: Any) -> Any:
     return part if isinstance(part, bytes) else part.buffer
 
 
-def decode(frames: list[Any], reader: RingReader | None = None) -> tuple[int, bytes, Any]:
+def decode(
+    frames: list[Any], reader: RingReader | None = None, sizes: list[int] | None = None
+) -> tuple[int, bytes, Any]:
     """``(worker, kind, obj)`` from the parts of one message (routing parts removed);
-    ``reader`` resolves shared-memory descriptors."""
+    ``reader`` resolves shared-memory descriptors. With ``sizes``, the message's payload
+    size in bytes (shared-memory buffers included) is appended to it."""
     header = _bytes(frames[0])
     kind, worker = header[:1], int.from_bytes(header[1:3], "big")
     if len(frames) == 2:
+        if sizes is not None:
+            sizes.append(len(frames[1]))
         return worker, kind, pickle.loads(_buffer(frames[1]))
     frame_buffers = [_buffer(f) for f in frames[3:]]
     described = _bytes(frames[2])
     if not described:
+        if sizes is not None:
+            sizes.append(sum(len(f) for f in frames[1:]))
         return worker, kind, pickle.loads(_buffer(frames[1]), buffers=frame_buffers)
     if reader is None:
         raise RuntimeError("a shared-memory message reached a consumer without rings")
     rest = iter(frame_buffers)
-    buffers = [next(rest) if d is None else reader.buffer(d) for d in pickle.loads(described)]
+    descriptors = pickle.loads(described)
+    if sizes is not None:
+        sizes.append(len(frames[1]) + sum(len(f) for f in frames[3:]) + sum(d[3] for d in descriptors if d))
+    buffers = [next(rest) if d is None else reader.buffer(d) for d in descriptors]
     return worker, kind, pickle.loads(_buffer(frames[1]), buffers=buffers)
 
 

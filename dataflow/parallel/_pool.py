@@ -9,6 +9,13 @@ first (``weakref.finalize``); each release runs even if another fails or is inte
 Workers connect a DEALER socket named ``w<index>`` (see :func:`worker_link`), so the
 consumer can address each one (tasks, control requests) and every message says which worker
 sent it.
+
+With ``lazy=True`` (the process runners), only worker 0 is started at construction; the
+others are started by the consumer once the first datapoint has reached it, or once it has
+waited :data:`LAZY_START_S` for one, whichever comes first (and at once when their pids are
+asked for or a message is sent to them). Forking a large process takes tens of milliseconds
+per worker, during which the consumer can receive nothing: the first batch no longer waits
+for every worker to be forked, only for the one that makes it.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ from ._shm import RingReader, RingWriter, unlink_all, warn_no_shm
 __all__ = ["DEFAULT_SHM_BYTES", "POLL_MS", "ProcessPool", "WorkerLink", "resolve_shm_bytes", "worker_link"]
 
 POLL_MS = 100
+#: with ``lazy=True``, the longest the consumer waits for worker 0's first datapoint before
+#: starting the other workers anyway
+LAZY_START_S = 0.1
 DEFAULT_SHM_BYTES = 256 * 2**20
 MIN_AUTO_SHM_BYTES = 32 * 2**20
 
@@ -58,6 +68,7 @@ class ProcessPool:
     ``target(parent, endpoint, ring_path, *args)`` runs in each worker (one argument tuple in
     ``worker_args`` per worker; ``ring_path`` is ``None`` without shared memory) and starts
     with :func:`worker_link`. ``picklable`` names objects that must pickle under spawn.
+    ``lazy``: start worker 0 now and the others later (see the module docstring).
     """
 
     def __init__(
@@ -66,12 +77,16 @@ class ProcessPool:
         target: Callable[..., None],
         worker_args: Sequence[tuple[Any, ...]],
         picklable: dict[str, Any],
+        lazy: bool = False,
     ) -> None:
         self.stage = stage = options.stage
         self.options = options
         self.timeout = options.timeout
         self._next_check = 0.0
         self._flowing = False
+        self._pending: list[tuple[Any, ...]] = []  # argument tuples of workers not started yet
+        self._pending_until = 0.0  # lazy: start them by then at the latest
+        self._got_data = False
         self.procs: list[BaseProcess] = []
         self.rings: RingReader | None = None
         context = get_context(stage, options.start_method)
@@ -103,26 +118,49 @@ class ProcessPool:
                     )
             paths: list[str | None] = list(self.rings.paths) if self.rings else [None] * len(worker_args)
             per_worker = [(self.endpoint, p, *a) for p, a in zip(paths, worker_args)]
+            self._context, self._target = context, target
+            if lazy:
+                per_worker, self._pending = per_worker[:1], per_worker[1:]
             start_workers(stage, context, target, per_worker, self.procs)
+            self._pending_until = time.monotonic() + LAZY_START_S
         except BaseException:
             self.close()
             raise
 
     @property
     def pids(self) -> list[int | None]:
+        """The pids of all workers (those not started yet are started first)."""
+        self.start_pending()
         return [p.pid for p in self.procs]
+
+    def start_pending(self) -> None:
+        """Start the workers that ``lazy=True`` left for later (nothing if none)."""
+        pending, self._pending = self._pending, []
+        if pending:
+            start_workers(self.stage, self._context, self._target, pending, self.procs)
 
     def check(self) -> None:
         """Raise :class:`~dataflow.errors.WorkerDied` if a worker has exited."""
         check_workers(self.stage, self.procs, self.start_method)
 
-    def recv(self, deadline: float | None = None) -> tuple[int, bytes, Any]:
+    def recv(self, deadline: float | None = None, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:
         """The next message as ``(worker, kind, payload)``, checking liveness and ``timeout``
-        (or ``deadline``, a ``time.monotonic()`` instant) while waiting."""
-        return msg.decode(self._recv_frames(deadline)[1:], self.rings)
+        (or ``deadline``, a ``time.monotonic()`` instant) while waiting; with ``sizes``, its
+        payload size in bytes is appended to it (see :func:`~._messages.decode`)."""
+        message = msg.decode(self._recv_frames(deadline)[1:], self.rings, sizes)
+        if self._pending and message[1] != msg.READY:
+            self._got_data = True  # the first datapoint is out: start the others next time
+        return message
+
+    @property
+    def ring_bytes(self) -> int:
+        """The shared memory of all the workers' rings (0 without)."""
+        return self.rings.nbytes if self.rings is not None else 0
 
     def _recv_frames(self, deadline: float | None) -> list[Any]:
         sock = self.sock
+        if self._pending and self._got_data:
+            self.start_pending()
         now = time.monotonic()
         if now >= self._next_check:  # on a clock too: another busy worker must not hide a death
             self._next_check = now + POLL_MS / 1000
@@ -135,7 +173,14 @@ class ProcessPool:
         if deadline is None and self.timeout is not None:
             deadline = time.monotonic() + self.timeout
         while True:
-            if self._poller.poll(POLL_MS):
+            wait = POLL_MS
+            if self._pending:  # nothing to receive yet: start the others when it is time
+                left = self._pending_until - time.monotonic()
+                if left <= 0:
+                    self.start_pending()
+                else:
+                    wait = min(wait, max(1, int(left * 1000)))
+            if self._poller.poll(wait):
                 parts = msg.recv_parts(sock, 0, 4)
                 self._flowing = bool(int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
                 return parts
@@ -148,6 +193,8 @@ class ProcessPool:
 
     def send(self, worker: int, kind: bytes, obj: Any) -> None:
         """Send ``obj`` to worker ``worker`` (raises ``zmq.ZMQError`` if it is not connected)."""
+        if worker >= len(self.procs):
+            self.start_pending()
         msg.send(self.sock, kind, obj, prefix=(identity(worker),))
 
     def close(self) -> None:

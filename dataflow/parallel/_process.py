@@ -14,6 +14,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import _thread
 import ast
 import ctypes
 import multiprocessing as mp
@@ -162,7 +163,9 @@ def bootstrap_worker(parent: tuple[int, bool]) -> None:
             if os.getppid() != ppid or not _alive(parent_pid):
                 os._exit(1)
 
-    threading.Thread(target=watchdog, name="dataflow-watchdog", daemon=True).start()
+    # not threading.Thread: its start() waits until the new thread runs, a scheduler time
+    # slice on a busy machine, before this worker may say READY
+    _thread.start_new_thread(watchdog, ())
 
 
 def _alive(pid: int) -> bool:

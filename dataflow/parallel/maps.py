@@ -13,6 +13,8 @@ random augmentations drawing from a worker's RNG differ across workers.
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 import time
 from collections import deque
 from collections.abc import Callable
@@ -20,7 +22,7 @@ from typing import Any
 
 import zmq
 
-from .. import seeding
+from .. import _trace, seeding
 from .._checks import check_int
 from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerError
@@ -28,18 +30,23 @@ from ..ops._stack import collate
 from . import _messages as msg
 from ._autotune import (
     AUTO_BUFFER_PER_WORKER,
+    TASK_SECONDS,
     WORKER_BYTES,
-    AutoWorkers,
     WorkerPlan,
     available_cores,
     memory_bound_workers,
 )
+from ._autoworkers import AutoBuffer, AutoWorkers
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._options import WorkerOptions
-from ._pool import ProcessPool, worker_link
+from ._pool import DEFAULT_SHM_BYTES, ProcessPool, WorkerLink, worker_link
+from ._slot_batch import ring_stacker
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
+
+#: most datapoints a ``num_proc="auto"`` map maps at once in the consumer
+HERE_MAX = 1024
 
 
 def _apply(map_func: Callable[..., Any], chunk: list[Any], rng_key: RngKey) -> list[Any]:
@@ -76,13 +83,28 @@ def _map_worker(
             _, _, (task_id, chunk, rng_key) = msg.recv(link.sock)
             t0 = clock()
             out = _apply(map_func, chunk, rng_key)
-            busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it
+            busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it (t0: traces)
             if batch_size and len(out) == batch_size:
-                link.send(msg.BATCH, (task_id, collate(stage, out), busy))
+                _send_batch(link, stage, task_id, out, busy, t0)
             else:
-                link.send(msg.DATA, (task_id, out, busy))
+                link.send(msg.DATA, (task_id, out, busy, t0))
         except BaseException as e:
             link.send(msg.ERROR, (task_id, msg.capture_error(e, where)))
+
+
+def _send_batch(
+    link: WorkerLink, stage: str, task_id: TaskId, out: list[Any], busy: float, t0: float
+) -> None:
+    """Collate ``out`` (large components straight into the ring, see ``_slot_batch``) and
+    send it as one BATCH message (``busy`` and the map's start ``t0`` for the consumer)."""
+    ring = link.ring
+    if ring is None:
+        link.send(msg.BATCH, (task_id, collate(stage, out), busy, t0))
+        return
+    try:
+        link.send(msg.BATCH, (task_id, collate(stage, out, stack=ring_stacker(ring)), busy, t0))
+    finally:
+        ring.release_reserved()  # what was not sent (an error, or no room to send it in)
 
 
 class MultiProcessMapDataZMQ(ParallelMapBase):
@@ -94,11 +116,15 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             measures its map time and its consumer's own time per datapoint, and starts
             workers (up to the cores this process may use, bounded by the memory available)
             only when they pay; it then uses one worker more or fewer as the consumer's
-            waiting shows. A cheap map stays in-process: no process is started. Decisions
-            are logged at debug level on ``dataflow.autotune``.
+            waiting shows. Every move is checked against the throughput measured before it
+            and undone if it lost, and workers slower than the measured in-process rate
+            (a loaded machine) give way to it. A cheap map stays in-process: no process is
+            started. Decisions are logged at debug level on ``dataflow.autotune``.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer);
-            ``"auto"``: 128 per worker that may run.
+            ``"auto"``: 128 per worker that may run, fewer for large results (as many as
+            half the shared memory holds, at the measured bytes per datapoint; at least 2
+            per worker).
         strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
@@ -146,11 +172,15 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             cores = available_cores()
             most = max(1, min(cores, memory_bound_workers(WORKER_BYTES)))
             self._auto = AutoWorkers(WorkerPlan(stage, most, cores))
-            self._inline: deque[tuple[TaskId, bytes, Any]] = deque()
         else:
             most = check_int(stage, "num_proc", _not_str(stage, "num_proc", num_proc))
-        size = AUTO_BUFFER_PER_WORKER * most if buffer_size == "auto" else buffer_size
-        size = _not_str(stage, "buffer_size", size)
+        self._inline: deque[tuple[TaskId, list[Any], RngKey]] = deque()  # tasks to map here
+        self._abuf: AutoBuffer | None = None
+        if buffer_size == "auto":
+            unit = chunk if isinstance(chunk, int) else 1
+            self._abuf = AutoBuffer(stage, AUTO_BUFFER_PER_WORKER * most, DEFAULT_SHM_BYTES // 2, unit)
+            buffer_size = self._abuf.most
+        size = _not_str(stage, "buffer_size", buffer_size)
         super().__init__(ds, map_func, size, strict, ordered, options.timeout, chunk, item_rng, seed)
         self.num_proc: int | str = num_proc if self._auto is not None else most
         self._most = most  # workers started (all of them used, unless num_proc="auto")
@@ -160,6 +190,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self.shm_bytes, self.copy = shm_bytes, options.copy
         self._pool: ProcessPool | None = None
         self._load: list[int] = []
+        self._small_results = False  # num_proc="auto" saw no large buffer: workers get no rings
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -172,17 +203,27 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             self._inline.clear()
             auto.restart(time.perf_counter())
             if not auto.parallel:
-                return  # maps in-process until the probe says workers pay
+                return  # maps in-process until the measurements say workers pay
             self._active = auto.plan.workers
         self._start_pool()
 
-    def _start_pool(self) -> None:
+    def _start_pool(self, sample: list[Any] | None = None) -> None:
+        """Start the workers. ``sample``: results mapped in-process (``num_proc="auto"``); when
+        none of them holds a large buffer and ``shm_bytes`` was left automatic, the workers
+        get no shared memory (reserving it costs more than a short job's whole run)."""
         n = self._most
-        seed = self.options.worker_seed()
-        args = [(i, self.map_func, self.options, seed, self._batch_size) for i in range(n)]
-        self._pool = pool = ProcessPool(self.options, _map_worker, args, {"map_func": self.map_func})
+        options = self.options
+        if sample is not None and options.shm_bytes is None:
+            self._small_results = not _has_large_buffer(sample)
+        if self._small_results:
+            options = dataclasses.replace(options, shm_bytes=0)
+        seed = options.worker_seed()
+        args = [(i, self.map_func, options, seed, self._batch_size) for i in range(n)]
+        self._pool = pool = ProcessPool(options, _map_worker, args, {"map_func": self.map_func})
         self._load = [0] * n
         self._tuner.cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
+        if self._abuf is not None and pool.ring_bytes:
+            self._abuf.budget = pool.ring_bytes // 2  # results in flight stay in shared memory
         try:
             ready: set[int] = set()
             while len(ready) < n:  # a ROUTER drops messages to unknown peers
@@ -201,8 +242,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         return self._pool
 
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
-        if self._pool is None and self._auto is not None:
-            self._submit_inline(task_id, chunk, rng_key, self._auto)
+        if self._auto is not None and not self._auto.parallel:
+            self._inline.append((task_id, chunk, rng_key))  # mapped when its result is wanted
             return
         pool = self._live_pool()
         load = self._load
@@ -218,43 +259,127 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
         load[worker] += 1
 
-    def _submit_inline(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey, auto: AutoWorkers) -> None:
-        """``num_proc="auto"`` before workers pay: map here, measuring (see ``_autotune``)."""
+    def _in_consumer(self) -> int:
+        """``num_proc="auto"`` while in-process is faster: map groups here (not a batching map,
+        whose batches are made by the tasks), sized like tasks (about 2 ms of map time), at
+        most :data:`HERE_MAX` datapoints."""
+        auto = self._auto
+        if auto is None or auto.parallel or self._inline or self._batch_size:
+            return 0
+        est = self._tuner.per_item
+        if self._tuner.fixed is not None:
+            return self._tuner.fixed
+        return 1 if est is None else max(1, min(HERE_MAX, int(TASK_SECONDS / max(est, 1e-9))))
+
+    def _map_here(self, chunk: list[Any], rng_key: RngKey) -> list[Any]:
+        task_id, kind, out = self._map_inline_task(chunk, rng_key)
+        if kind == msg.ERROR:
+            raise msg.error_for(type(self).__name__, out)
+        return out  # type: ignore[no-any-return]
+
+    def _map_inline(self, auto: AutoWorkers) -> tuple[TaskId, bytes, Any]:
+        task_id, chunk, rng_key = self._inline.popleft()
+        return (task_id, *self._map_inline_task(chunk, rng_key)[1:])
+
+    def _map_inline_task(self, chunk: list[Any], rng_key: RngKey) -> tuple[None, bytes, Any]:
+        """``num_proc="auto"`` while in-process is faster: map a task here, measuring (see
+        ``_autoworkers``); may start (or return to) the workers for the next tasks."""
+        auto = self._auto
+        assert auto is not None
         t0 = time.perf_counter()
+        out: Any
         try:
-            self._inline.append((task_id, msg.DATA, _apply(self.map_func, chunk, rng_key)))
+            kind, out = msg.DATA, _apply(self.map_func, chunk, rng_key)
         except Exception as e:
-            where = "map_func (in-process: num_proc='auto' found no gain in workers yet)"
-            self._inline.append((task_id, msg.ERROR, msg.capture_error(e, where, same_process=True)))
+            where = "map_func (in-process: num_proc='auto' found it faster than workers)"
+            kind, out = msg.ERROR, msg.capture_error(e, where, same_process=True)
         now = time.perf_counter()
+        tr = _trace.current
+        if tr is not None:
+            tr.span(tr.stage_track(self), f"map in-process ({len(chunk)} datapoints)", t0, now)
         self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
         if auto.mapped_inline(len(chunk), now - t0, now):
             self._active = auto.plan.workers
-            self._start_pool()  # the next tasks go to the workers; results here come first
+            if self._pool is None:
+                self._start_pool(out if kind == msg.DATA else None)
+            queued, self._inline = self._inline, deque()
+            for task in queued:  # the tasks waiting here go to the workers too, in order
+                self._submit(*task)
             auto.restart(time.perf_counter())
+        return None, kind, out
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
-        if self._auto is not None:
-            if self._inline:
-                return self._inline.popleft()
-            t0 = time.perf_counter()
-            worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
-            now = time.perf_counter()
-            new = self._auto.waited(now - t0, now)
-            if new is not None:
-                self._active = new
-        else:
-            worker, kind, (task_id, payload, *busy) = self._live_pool().recv()
+        auto, abuf, tr = self._auto, self._abuf, _trace.current
+        if auto is None and abuf is None and tr is None:
+            worker, kind, (task_id, payload, *busy) = self._task_message()
+            self._load[worker] -= 1
+            if busy:
+                self._tuner.observe(self._flight.get(task_id, 0), busy[0])
+            return task_id, kind, payload
+        if auto is not None and self._inline:
+            return self._map_inline(auto)
+        sizes: list[int] | None = [] if abuf is not None else None
+        t0 = time.perf_counter()
+        worker, kind, (task_id, payload, *busy) = self._task_message(sizes)
+        now = time.perf_counter()
         self._load[worker] -= 1
+        items = self._flight.get(task_id, 0)
         if busy:
-            self._tuner.observe(self._flight.get(task_id, 0), busy[0])
+            self._tuner.observe(items, busy[0])
+        if tr is not None:
+            self._trace_receive(tr, worker, t0, now, items, busy)
+        if auto is not None and auto.parallel:
+            new = auto.received(items, now - t0, now)
+            if new:  # 0: the next tasks are mapped here; the workers idle until needed again
+                self._active = new
+        if abuf is not None and sizes:
+            size = abuf.observe(items, sizes[0], self._active)
+            if size is not None:
+                self.buffer_size = size
+                self._tuner.cap = max(1, size // (2 * self._active))
         return task_id, kind, payload
+
+    def _task_message(self, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:
+        """The next message about a task. An error that is no task's (a worker that could
+        not rebuild ``map_func``, which may come after every worker said READY) is raised."""
+        worker, kind, body = self._live_pool().recv(sizes=sizes)
+        if kind == msg.ERROR and isinstance(body, msg.ErrorRecord):
+            raise msg.error_for(type(self).__name__, body)
+        return worker, kind, body
+
+    def _trace_receive(
+        self, tr: _trace.Tracer, worker: int, t0: float, now: float, items: int, busy: list[float]
+    ) -> None:
+        """Trace spans: the consumer waiting for a result, the worker mapping its task."""
+        tr.span(tr.stage_track(self), "waiting for workers", t0, now, "wait")
+        if len(busy) >= 2:
+            pids = self._pool.pids if self._pool is not None else []
+            track = tr.worker_track(self, worker, pids[worker] if worker < len(pids) else None)
+            start = busy[1]
+            tr.worker_span(track, f"map {items} datapoint(s)", start, start + busy[0], {"datapoints": items})
 
     def _stop(self) -> None:
         with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
             pool, self._pool = self._pool, None
             if pool is not None:
                 pool.close()
+
+
+def _has_large_buffer(results: list[Any]) -> bool:
+    """Whether pickling ``results`` gives a buffer that would travel through shared memory
+    (numpy arrays of 16 KiB and more; they are not copied here)."""
+    found = False
+
+    def large(buf: pickle.PickleBuffer) -> bool:
+        nonlocal found
+        found = found or buf.raw().nbytes >= msg.OOB_MIN_BYTES
+        return False  # out of band: not copied into the pickle
+
+    try:
+        pickle.dumps(results, protocol=5, buffer_callback=large)
+    except Exception:  # unpicklable results fail in the workers, with a clear error
+        return True
+    return found
 
 
 def _not_str(stage: str, name: str, value: Any) -> Any:
@@ -276,7 +401,9 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
     unbatched and are topped up from later ones here, so every batch has ``batch_size``
     datapoints. At the end of a strict pass the rest is produced if ``remainder`` else
     dropped. ``len`` is ``len(ds) // batch_size`` (``ceil`` with ``remainder``).
-    ``buffer_size`` (default ``3 * batch_size``) counts datapoints in flight.
+    ``buffer_size`` (default ``3 * batch_size``) counts datapoints in flight. ``num_proc`` and
+    ``buffer_size`` may be ``"auto"`` as for :class:`MultiProcessMapDataZMQ` (in-process, the
+    batches are made in this process; ``"auto"`` buffers hold at least two batches per worker).
     """
 
     _state_kind = "ParallelMapAndBatch"
@@ -284,10 +411,10 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
     def __init__(
         self,
         ds: DataFlow,
-        num_proc: int,
+        num_proc: int | str,
         map_func: Callable[..., Any],
         batch_size: int,
-        buffer_size: int | None = None,
+        buffer_size: int | str | None = None,
         strict: bool = False,
         remainder: bool = False,
         **kwargs: Any,

@@ -26,14 +26,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import zmq
-import zmq.utils.monitor
+import zmq.utils.z85
 
 from .. import codec
 from .._checks import check_int, check_timeout
 from .._progress import check_progress, progress_bar
 from .._warn import warn
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, StateUnsupportedError
+from ..errors import DataFlowNotReset, FormatError, StateUnsupportedError
 from ._interrupts import blocked_signals, deferred_sigint
 from ._messages import recv_parts
 
@@ -61,6 +61,7 @@ _HANDSHAKE_FAILED = (
 )
 _HANDSHAKE_WAIT_S = 0.5  # after the last message: long enough for a refusal to show
 _POLL_MS = 100
+_SKIPPED = object()  # a message that was counted as malformed, not a datapoint
 KeyPair = tuple[bytes, bytes]
 
 
@@ -212,7 +213,9 @@ def _send(sock: zmq.Socket, monitor: zmq.Socket, frames: list[Any], addr: str) -
 
 def _check_refused(monitor: zmq.Socket, addr: str, wait_s: float = 0.0) -> None:
     if monitor.poll(int(wait_s * 1000)):
-        event = zmq.utils.monitor.recv_monitor_message(monitor)["event"]
+        from zmq.utils.monitor import recv_monitor_message  # imports asyncio and ssl: only here
+
+        event = recv_monitor_message(monitor)["event"]
         raise PermissionError(
             f"send_dataflow_zmq: {addr} refused the connection ({zmq.Event(event).name}): with "
             f"CURVE, the receiver must list this sender's public key and the sender must use the "
@@ -229,7 +232,12 @@ class RemoteDataZMQ(DataFlow):
         hwm: receive high-water mark in messages.
         num_senders: end-of-stream markers that end an epoch (one per finite sender).
         timeout: seconds without a message before ``TimeoutError`` (``None``: wait forever).
-        on_malformed: ``"warn"`` (count in :attr:`malformed`, warn, skip) or ``"raise"``.
+        on_malformed: ``"warn"`` (skip and count in :attr:`malformed`, with one warning at the
+            first such message of this receiver, not one per message) or ``"raise"``.
+        allow_pickle: also accept messages from tensorpack's ``send_dataflow_zmq`` (one frame
+            per datapoint, pickled by default, or msgpack): only for senders you trust, since
+            unpickling runs code named by the data (see
+            :mod:`dataflow.formats.tensorpack_decode`). Without it they count as malformed.
         curve_keypair, curve_authorized_keys: enable CURVE; only senders whose public key is
             in ``curve_authorized_keys`` get through.
         max_message_bytes: larger messages are dropped by ZeroMQ (guards memory).
@@ -251,6 +259,7 @@ class RemoteDataZMQ(DataFlow):
         curve_keypair: KeyPair | None = None,
         curve_authorized_keys: Sequence[bytes] | None = None,
         max_message_bytes: int = 2**31,
+        allow_pickle: bool = False,
     ) -> None:
         stage = type(self).__name__
         self.addrs = [a for a in (addr1, addr2) if a is not None]
@@ -268,6 +277,7 @@ class RemoteDataZMQ(DataFlow):
             raise TypeError(f"{stage}: curve_authorized_keys must be a list of public keys, got one key")
         self.curve_authorized_keys = None if curve_authorized_keys is None else list(curve_authorized_keys)
         self.max_message_bytes = check_int(stage, "max_message_bytes", max_message_bytes)
+        self.allow_pickle = bool(allow_pickle)
         self.malformed = 0
         self._ctx: zmq.Context | None = None
         self._socks: list[zmq.Socket] = []
@@ -337,8 +347,13 @@ class RemoteDataZMQ(DataFlow):
                 try:
                     dp = codec.loads_frames([f if isinstance(f, bytes) else f.buffer for f in frames])
                 except codec.CodecError as e:
-                    self._bad(e)
-                    continue
+                    if len(frames) == 1 and self.allow_pickle:
+                        dp = self._tensorpack(frames[0], e)
+                        if dp is _SKIPPED:
+                            continue
+                    else:
+                        self._bad(e)
+                        continue
                 yield dp
 
     def _group(self, frame: Any) -> list[Any]:
@@ -360,11 +375,32 @@ class RemoteDataZMQ(DataFlow):
             while sock.getsockopt(zmq.RCVMORE):
                 sock.recv(zmq.NOBLOCK)
 
+    def _tensorpack(self, frame: Any, ours: codec.CodecError) -> Any:
+        """A one-frame message from tensorpack's sender (pickle or msgpack), or ``_SKIPPED``."""
+        from ..formats.tensorpack_decode import loads_tensorpack
+
+        try:
+            return loads_tensorpack(frame, allow_pickle=True, where=f"{type(self).__name__}: {self.addrs}")
+        except FormatError as e:
+            self._bad(codec.CodecError(f"{ours}; {e}"))
+            return _SKIPPED
+
     def _bad(self, err: codec.CodecError) -> None:
         self.malformed += 1
         if self.on_malformed == "raise":
             raise err
-        warn(f"{type(self).__name__}: skipped malformed message #{self.malformed}: {err}", RuntimeWarning)
+        if self.malformed == 1:  # one warning per receiver; the rest are counted
+            hint = ""
+            if not self.allow_pickle:
+                hint = (
+                    " (if the sender is tensorpack's send_dataflow_zmq and you trust it, pass "
+                    "allow_pickle=True)"
+                )
+            warn(
+                f"{type(self).__name__}: skipped a malformed message: {err}{hint}; further ones "
+                f"are skipped without a warning and counted in .malformed",
+                RuntimeWarning,
+            )
 
     def close(self) -> None:
         """Close the sockets, the authenticator and the context. Idempotent; a Ctrl-C or an

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from time import perf_counter
 from typing import Any
 
+from .. import _trace
 from .._checks import check_int
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
@@ -206,7 +207,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         seed = self.options.worker_seed()
         args = [(self.ds, i, self.options, seed, states[i]) for i in range(self.num_proc)]
         self._received, self._ready = len(self._buffer), set()
-        self._pool = ProcessPool(self.options, _runner_worker, args, {"flow": self.ds})
+        self._pool = ProcessPool(self.options, _runner_worker, args, {"flow": self.ds}, lazy=True)
         self._interrupted = False  # only once started: a Ctrl-C during a restart retries it
 
     @property
@@ -258,7 +259,13 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             while size is None or n < size:
                 while not buffer:
                     try:
-                        self._receive(pool)
+                        tr = _trace.current
+                        if tr is None:
+                            self._receive(pool)
+                        else:
+                            t0 = perf_counter()
+                            self._receive(pool)
+                            tr.span(tr.stage_track(self), "waiting for workers", t0, perf_counter(), "wait")
                     except KeyboardInterrupt:
                         self._interrupted = True
                         raise
@@ -290,6 +297,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
     def _snapshot(self, pool: ProcessPool) -> list[Any]:
         """Every worker's flow state at its next message boundary; the datapoints they sent
         before it are received into the buffer meanwhile."""
+        pool.start_pending()
         while len(self._ready) < self.num_proc:  # control goes only to connected workers
             self._receive(pool)
         self._token += 1

@@ -19,17 +19,31 @@ upstream's time included (``includes_upstream``); the stages below it then show 
 from __future__ import annotations
 
 import itertools
+import os
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _trace
 from .._checks import check_int
 from .._progress import UNIT, progress_bar
-from ..base import DataFlow, ProxyDataFlow
+from ..base import DataFlow
+from ._chain import (
+    Proxy,
+    _detail,
+    _install,
+    _proxy_cost,
+    _TimedUpstream,
+    _TracedUpstream,
+    _upstream_of,
+    chain_of,
+    timed,
+)
 from .speed import format_seconds
+from .tracing import trace
 
-__all__ = ["ProfileResult", "StageTiming", "profile"]
+__all__ = ["ProfileResult", "StageTiming", "profile", "trace"]
 
 
 @dataclass(frozen=True)
@@ -105,101 +119,6 @@ class ProfileResult:
         return "\n".join(lines)
 
 
-class _TimedUpstream(ProxyDataFlow):
-    """Wraps an upstream; accumulates the wall time spent inside its ``iter()``/``next()``."""
-
-    def __init__(self, ds: DataFlow) -> None:
-        super().__init__(ds)
-        self.zero()
-
-    def zero(self) -> None:
-        self.seconds = 0.0
-        self.items = 0
-        self.calls = 0  # next() calls, the final StopIteration of each epoch included
-
-    def __getattr__(self, name: str) -> Any:  # stages may read attributes of their upstream
-        if name == "ds":
-            raise AttributeError(name)
-        return getattr(self.ds, name)
-
-    def __iter__(self) -> Iterator[Any]:
-        clock = time.perf_counter
-        t0 = clock()
-        for dp in self.ds:
-            self.seconds += clock() - t0
-            self.items += 1
-            self.calls += 1
-            yield dp
-            t0 = clock()
-        self.seconds += clock() - t0
-        self.calls += 1
-
-
-def _proxy_cost(n: int = 20000, rounds: int = 5) -> float:
-    """Seconds per ``next()`` that the timing proxy adds outside its own window (a lower
-    bound: the minimum over a few rounds over a free iterator)."""
-
-    class _Free(DataFlow):
-        def __iter__(self) -> Iterator[Any]:
-            return itertools.repeat(None, n)
-
-    best = float("inf")
-    for _ in range(rounds):
-        timed = _TimedUpstream(_Free())
-        t = time.perf_counter()
-        for _ in timed:
-            pass
-        proxied = time.perf_counter() - t
-        t = time.perf_counter()
-        for _ in _Free():
-            pass
-        plain = time.perf_counter() - t
-        best = min(best, (proxied - plain - timed.seconds) / (n + 1))
-    return max(best, 0.0)
-
-
-def _upstream_of(flow: object) -> Any:
-    """The single upstream of ``flow`` to descend into, or ``None`` for a source."""
-    if hasattr(flow, "df_lists"):
-        return None
-    try:
-        up = flow.ds  # type: ignore[attr-defined]
-    except Exception:  # no .ds, or a property that fails
-        return None
-    return up if hasattr(up, "__iter__") and hasattr(up, "reset_state") else None
-
-
-def _detail(flow: object) -> str:
-    func = getattr(flow, "func", None) or getattr(flow, "predicate", None)
-    if func is None or not callable(func):
-        return ""
-    return str(getattr(func, "__name__", None) or type(func).__name__)
-
-
-def _install(chain: list[Any]) -> tuple[list[Any], list[_TimedUpstream], list[tuple[Any, Any]]]:
-    """Put a timing proxy under each stage; returns the chain actually separated, the
-    proxies (``proxies[k]`` times ``chain[k]``) and what to restore."""
-    proxies = [_TimedUpstream(chain[0])]
-    installed: list[tuple[Any, Any]] = []
-    for k in range(len(chain) - 1):
-        stage, orig = chain[k], chain[k + 1]
-        proxy = _TimedUpstream(orig)
-        try:
-            stage.ds = proxy
-            ok = stage.ds is proxy
-        except Exception:  # read-only property, __slots__, validating setter...
-            ok = False
-        if not ok:
-            try:
-                stage.ds = orig
-            except Exception:
-                pass
-            return chain[: k + 1], proxies, installed
-        installed.append((stage, orig))
-        proxies.append(proxy)
-    return chain, proxies, installed
-
-
 def _epochs(flow: DataFlow, what: str) -> Generator[Any, None, None]:
     """Datapoints of ``flow``, epoch after epoch; ``ValueError`` on an empty epoch."""
     while True:
@@ -214,7 +133,13 @@ def _epochs(flow: DataFlow, what: str) -> Generator[Any, None, None]:
 
 
 def profile(
-    df: DataFlow, size: int = 2000, warmup: int = 100, progress: bool = False, *, reset: bool = True
+    df: DataFlow,
+    size: int = 2000,
+    warmup: int = 100,
+    progress: bool = False,
+    *,
+    reset: bool = True,
+    trace: str | os.PathLike[str] | None = None,
 ) -> ProfileResult:
     """Time each stage of the in-process chain ending at ``df``; see the module docstring.
 
@@ -224,17 +149,36 @@ def profile(
         warmup: datapoints of ``df`` drawn, untimed, first (>= 0).
         progress: show a tqdm progress bar on stderr (``TQDM_DISABLE=1`` hides it too).
         reset: call ``df.reset_state()`` first (once). Pass ``False`` if it was already reset.
+        trace: also write a Chrome trace of the whole run (reset and warmup included) to this
+            file: one track per stage and per worker, busy and waiting spans (see
+            :mod:`dataflow.tools.tracing`).
 
     Returns:
         a :class:`ProfileResult`; ``str()`` of it is a table that names the slowest stage.
     """
     size = check_int("profile", "size", size, 1)
     warmup = check_int("profile", "warmup", warmup, 0)
-    chain = [df]
-    while (up := _upstream_of(chain[-1])) is not None and all(up is not c for c in chain):
-        chain.append(up)
-    cost = _proxy_cost()
-    chain, proxies, installed = _install(chain)
+    chain = chain_of(df)
+    if trace is None:
+        return _profile(df, chain, size, warmup, progress, reset, timed, _proxy_cost())
+    from .tracing import recording, stage_proxies
+
+    def probe(ds: Any, k: int) -> _TimedUpstream:  # a traced proxy whose events are dropped
+        return _TracedUpstream(ds, _trace.Tracer(max_events=0), (0, 0), (0, 0), "probe")
+
+    cost = _proxy_cost(make=probe)
+    with recording() as tracer:
+        try:
+            return _profile(df, chain, size, warmup, progress, reset, stage_proxies(tracer, chain), cost)
+        finally:
+            tracer.write(trace)
+
+
+def _profile(
+    df: DataFlow, chain: list[Any], size: int, warmup: int, progress: bool, reset: bool, make: Proxy,
+    cost: float,
+) -> ProfileResult:
+    chain, proxies, installed = _install(chain, make)
     stream: Generator[Any, None, None] | None = None
     try:
         if reset:

@@ -112,10 +112,14 @@ def _rate(df: DataFlow, size: int, warmup: int) -> float:
         df.close()
 
 
-def tune(make_flow: Callable[[], DataFlow], size: int = 2000, warmup: int = 100) -> TuneResult:
+def tune(
+    make_flow: Callable[[], DataFlow], size: int = 2000, warmup: int = 100,
+    trace: str | os.PathLike[str] | None = None,
+) -> TuneResult:
     """Try the configurations of the module docstring on ``make_flow()``; see
     :class:`TuneResult`. ``make_flow`` is called once per configuration (and once more for
-    the profile): it must build a fresh pipeline each time."""
+    the profile): it must build a fresh pipeline each time. ``trace``: write a Chrome trace
+    of the best configuration's profile run to this file (see :mod:`dataflow.tools.tracing`)."""
     size = check_int("tune", "size", size, 1)
     warmup = check_int("tune", "warmup", warmup, 0)
     _, stages = configured(make_flow, "auto", "auto")
@@ -133,7 +137,7 @@ def tune(make_flow: Callable[[], DataFlow], size: int = 2000, warmup: int = 100)
         result.rates.append((config, _rate(df, size, warmup)))
     df, _ = configured(make_flow, *result.best)
     try:
-        result.profile = profile(df, size=size, warmup=warmup)
+        result.profile = profile(df, size=size, warmup=warmup, trace=trace)
     finally:
         df.close()
     return result

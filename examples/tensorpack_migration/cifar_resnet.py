@@ -16,13 +16,7 @@ from pathlib import Path
 import numpy as np
 
 # --- the only change: tensorpack.dataflow -> dataflow ----------------------------------------
-from dataflow import BatchData, MultiProcessRunner, dataset
-
-try:  # the image layer; see _fallback_imgaug.py while it is not installed
-    from dataflow import AugmentImageComponent, imgaug  # type: ignore[attr-defined]
-except ImportError:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _fallback_imgaug import AugmentImageComponent, imgaug  # type: ignore[no-redef]
+from dataflow import AugmentImageComponent, BatchData, MultiProcessRunner, dataset, imgaug
 
 BATCH_SIZE = 16
 

@@ -10,20 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 
 import cv2
 import numpy as np
 
 # --- the only change: tensorpack.dataflow -> dataflow ----------------------------------------
-from dataflow import DataFromList, MultiProcessMapData, MultiThreadMapData
-
-try:  # the image layer; see _fallback_imgaug.py while it is not installed
-    from dataflow import imgaug  # type: ignore[attr-defined]
-except ImportError:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _fallback_imgaug import imgaug  # type: ignore[no-redef]
+from dataflow import DataFromList, MultiProcessMapData, MultiThreadMapData, imgaug
 
 SHORT_EDGE = 48
 

@@ -19,6 +19,7 @@ import numpy as np
 
 # --- the only change: tensorpack.dataflow -> dataflow ----------------------------------------
 from dataflow import (
+    AugmentImageComponent,
     BatchData,
     LMDBSerializer,
     LocallyShuffleData,
@@ -26,13 +27,8 @@ from dataflow import (
     MultiProcessRunnerZMQ,
     MultiThreadMapData,
     dataset,
+    imgaug,
 )
-
-try:  # the image layer; see _fallback_imgaug.py while it is not installed
-    from dataflow import AugmentImageComponent, imgaug  # type: ignore[attr-defined]
-except ImportError:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _fallback_imgaug import AugmentImageComponent, imgaug  # type: ignore[no-redef]
 
 
 # --- the tutorial, as written for tensorpack ---------------------------------------------------

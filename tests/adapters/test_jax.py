@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -12,7 +14,13 @@ jax = pytest.importorskip("jax")
 from dataflow.adapters.jax import prefetch_to_device  # noqa: E402
 from tests.helpers import ListFlow  # noqa: E402
 
-from ._util import CountingIterable, FailingFlow, documented_example_tests, final_losses  # noqa: E402
+from ._util import (  # noqa: E402
+    CountingIterable,
+    FailingFlow,
+    documented_example_tests,
+    final_losses,
+    wait_until,
+)
 
 
 def _batches(n: int) -> list[list[Any]]:
@@ -40,13 +48,17 @@ def test_pytrees_strings_and_python_values_pass_through() -> None:
     assert isinstance(out["meta"], tuple) and isinstance(out["meta"][3], list)
 
 
-def test_reads_size_batches_ahead() -> None:
+def test_reads_size_batches_ahead_and_no_more() -> None:
     source = CountingIterable(_batches(8))
     it = prefetch_to_device(source, size=3)
     first = next(it)
-    assert source.pulled == 4  # the one being used plus `size` in flight
+    wait_until(lambda: source.pulled == 4, what="the thread to read ahead")  # in use + `size`
+    time.sleep(0.2)  # room for a fifth read, which the bound must refuse
+    assert source.pulled == 4
+    second = next(it)
+    wait_until(lambda: source.pulled == 5, what="one more read once a batch was taken")
     rest = list(it)
-    assert [int(b[1][0]) for b in [first, *rest]] == list(range(8))
+    assert [int(b[1][0]) for b in [first, second, *rest]] == list(range(8))
 
 
 @pytest.mark.parametrize("size", [1, 2, 10])
@@ -88,13 +100,137 @@ def test_checks_size_at_the_latest_when_iterated() -> None:
             list(prefetch_to_device(_batches(2), size=size))
 
 
-def test_an_error_in_the_source_reaches_the_consumer() -> None:
+@pytest.mark.parametrize("size", [1, 4])
+def test_an_error_in_the_source_reaches_the_consumer_after_every_batch_before_it(size: int) -> None:
     df = FailingFlow(good=3, message="broken batch")
     seen = []
-    with pytest.raises(RuntimeError, match="broken batch"):
-        for (i,) in prefetch_to_device(df, size=1):
+    with pytest.raises(RuntimeError, match="broken batch") as info:
+        for (i,) in prefetch_to_device(df, size=size):
             seen.append(int(i))
-    assert seen == [0, 1]  # raised up to `size` batches early, never out of order
+    assert type(info.value) is RuntimeError  # the flow's own exception, not a wrapper
+    assert seen == [0, 1, 2]
+    wait_until(lambda: not _prefetch_threads(), timeout=5, what="the thread to end")
+
+
+def _prefetch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "dataflow-jax-prefetch"]
+
+
+def test_breaking_early_stops_the_thread_and_closes_the_source() -> None:
+    closed = []
+
+    def endless() -> Any:
+        try:
+            i = 0
+            while True:
+                yield [np.full(4, i, np.float32)]
+                i += 1
+        finally:
+            closed.append(True)
+
+    for size in (1, 3):
+        it = prefetch_to_device(endless(), size=size)
+        assert [int(b[0][0]) for b, _ in zip(it, range(5))] == [0, 1, 2, 3, 4]
+        it.close()  # what a `break` out of a for loop does once the iterator is dropped
+        assert not _prefetch_threads() and closed == [True] * (1 + (size == 3))
+    it = prefetch_to_device(endless())
+    del it  # never started: no thread, nothing read
+    assert not _prefetch_threads() and len(closed) == 2
+
+
+def test_an_exception_in_the_consumer_stops_the_thread() -> None:
+    def consume() -> None:
+        for _ in prefetch_to_device(iter(_batches(50)), size=2):
+            raise KeyError("consumer failed")
+
+    with pytest.raises(KeyError):
+        consume()
+    assert not _prefetch_threads()
+
+
+def test_arrays_equal_those_of_jax_device_put_for_many_dtypes_and_shapes() -> None:
+    """The direct transfer gives what jax.device_put gives: dtype (64-bit types narrowed
+    unless x64), shape, sharding, committed flag, values; aligned or not, any shape."""
+    rng = np.random.default_rng(0)
+    batches = []
+    for dtype in (np.float32, np.float64, np.int64, np.uint8, np.bool_, np.int16, np.complex64):
+        for shape in ((0,), (3,), (2, 5), (64, 8, 8, 3)):
+            x = (rng.random(shape) * 100).astype(dtype)
+            batches.append([x, x[..., ::-1] if x.ndim else x, np.ascontiguousarray(x.T)])
+    unaligned = np.zeros(4096 + 4, np.uint8)[4:].view(np.float32).reshape(32, 32)
+    batches.append([unaligned, unaligned, unaligned])
+    out = list(prefetch_to_device(batches, size=3))
+    for got, host in zip(out, batches):
+        for g, h in zip(got, host):
+            ref = jax.device_put(h)
+            assert isinstance(g, jax.Array) and g.dtype == ref.dtype and g.shape == ref.shape
+            assert g.sharding == ref.sharding and g.committed == ref.committed is False
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(ref))
+
+
+def _unaligned(value: float, n: int = 64 * 1024) -> np.ndarray:
+    raw = np.empty(4 * n + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + 16  # never 64-byte aligned
+    out = raw[start : start + 4 * n].view(np.float32)
+    out[:] = value
+    return out
+
+
+def test_arrays_held_by_the_consumer_keep_their_values_while_buffers_are_reused() -> None:
+    """On CPU an unaligned array is copied into a pooled aligned buffer that XLA then uses
+    as it is: a buffer must not be refilled while a jax.Array still uses it."""
+    batches = [[_unaligned(float(i))] for i in range(40)]
+    kept = []
+    for i, (x,) in enumerate(prefetch_to_device(batches, size=3)):
+        assert float(x[0]) == float(x[-1]) == i
+        if i % 3 == 0:
+            kept.append((i, x))  # the others are dropped: their buffers may be reused
+    for i, x in kept:
+        assert float(jax.numpy.min(x)) == float(jax.numpy.max(x)) == i
+
+
+def test_without_jax_internals_or_when_they_differ_jax_device_put_is_used(monkeypatch: Any) -> None:
+    """The direct transfer is an optimisation over jax's internals: where they are missing,
+    raise, or give something else than jax.device_put, the results are still exact."""
+    from dataflow.adapters import _jax_place
+
+    def wrong(aval: Any, sharding: Any, xs: Any, devices: Any, committed: bool, **kw: Any) -> Any:
+        return jax.device_put(np.zeros(3, np.float32), devices[0])  # committed, wrong shape
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("batched_device_put() got an unexpected keyword argument")
+
+    real = _jax_place._internals()
+    assert real is not None  # this jax has them: the fast path is what the other tests check
+    batches = _batches(4)
+    for internals in (None, (wrong, real[1]), (broken, real[1])):
+        monkeypatch.setattr(_jax_place, "_internals", lambda internals=internals: internals)
+        assert _jax_place.Placer(None)._fast is None
+        out = list(prefetch_to_device(batches, size=2))
+        for (x, y), (xh, yh) in zip(out, batches):
+            assert x.committed is False and x.shape == (2, 3)
+            np.testing.assert_array_equal(np.asarray(x), xh)
+            np.testing.assert_array_equal(np.asarray(y), yh)
+    monkeypatch.setattr(_jax_place, "_internals", lambda: real)
+    assert _jax_place.Placer(None)._fast is not None
+
+
+def test_a_transfer_error_is_raised_in_order_as_itself(monkeypatch: Any) -> None:
+    import dataflow.adapters.jax as jax_adapter
+
+    class FailsOnSeven(jax_adapter.Placer):
+        def __call__(self, x: Any) -> Any:
+            if np.ndim(x) and x.flat[0] == 7:
+                raise MemoryError("device full")
+            return super().__call__(x)
+
+    monkeypatch.setattr(jax_adapter, "Placer", FailsOnSeven)
+    seen = []
+    with pytest.raises(MemoryError, match="device full"):
+        for x, _ in prefetch_to_device(_batches(10), size=3):
+            seen.append(int(x[0, 0]))
+    assert seen == list(range(7))
+    wait_until(lambda: not _prefetch_threads(), timeout=5, what="the thread to end")
 
 
 @pytest.mark.slow

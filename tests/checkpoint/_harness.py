@@ -9,7 +9,9 @@ cut — the rest of that epoch (the same epoch boundary), then the later epochs.
 Cut points: after ``m`` datapoints of epoch ``j`` with the epoch still in progress (including
 ``m == len(epoch)``, before the loop has seen ``StopIteration``), and between epochs (after
 ``StopIteration``). The state is loaded before ``reset_state()`` for some cuts and after it for
-others: both orders are promised.
+others: both orders are promised. For every third cut (``resave_every``) the resumed copy is
+saved again before it yields anything, and that second state is what a fourth copy resumes
+from: a checkpoint taken right after resuming holds the same position.
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ def check_resume(
     seed: int | None = 1234,
     max_cuts: int | None = None,
     round_trip: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    resave_every: int = 3,
 ) -> int:
-    """Check resuming at every cut (or ``max_cuts`` spread over the run); returns how many."""
+    """Check resuming at every cut (or ``max_cuts`` spread over the run); returns how many.
+    Every ``resave_every``-th cut (0: none) also checks a state saved right after loading."""
     ref_df = _build(build, seed)
     ref_df.reset_state()
     reference = run_epochs(ref_df, epochs)
@@ -100,6 +104,14 @@ def check_resume(
             expected = reference[j:]
         else:
             expected = [reference[j][m:]] + reference[j + 1 :]
+        if resave_every and n % resave_every == resave_every - 1:
+            # saved again before iterating (a job that checkpoints right after resuming): the
+            # state must still describe the same position, not the freshly reset one
+            again = trip(second.state_dict())
+            second.close()
+            second = _build(build, None if seed is None else seed + 2)
+            second.reset_state()
+            second.load_state_dict(again)
         got = run_epochs(second, len(expected))
         where = f"cut after {m} datapoints of epoch {j}" + (" (between epochs)" if between else "")
         assert got == expected, f"resume differs at {where}:\n got      {got}\n expected {expected}"

@@ -31,6 +31,19 @@ class BreaksOnUnpickle:
         return (_raise_on_rebuild, ("BreaksOnUnpickle",))
 
 
+def _sleep_then_raise(seconds: float, what: str) -> None:
+    time.sleep(seconds)
+    _raise_on_rebuild(what)
+
+
+class SlowlyBreaksOnUnpickle(BreaksOnUnpickle):
+    """Like :class:`BreaksOnUnpickle`, after 0.5 s: every worker says READY before any
+    error arrives."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_sleep_then_raise, (0.5, "SlowlyBreaksOnUnpickle"))
+
+
 class FlowBreaksOnUnpickle(DataFlow):
     """A flow that pickles, but raises ``RuntimeError`` when a worker unpickles it."""
 

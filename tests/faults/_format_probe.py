@@ -18,6 +18,7 @@ def _reader(kind: str, path: str):  # type: ignore[no-untyped-def]
         "npz-compressed": lambda: NumpySerializer.load(path, shuffle=False),
         "hdf5": lambda: HDF5Data(path, ["a", "b"], shuffle=False),
         "tfrecord": lambda: TFRecordData(path),
+        "tfrecord-shuffled": lambda: TFRecordData(path, shuffle=True, seed=0),
     }[kind]()
 
 

@@ -56,6 +56,21 @@ def test_worker_that_cannot_rebuild_its_function_raises_that_error(kind: str, me
     assert_no_leaks(before)
 
 
+def test_map_function_failing_to_rebuild_after_every_worker_is_ready_raises_that_error() -> None:
+    """Promise: the rebuild error is raised even when it comes after every worker's READY
+    (a slow unpickling), not a TypeError of the map's own bookkeeping."""
+    _warm("spawn")
+    before = snapshot()
+    df = D.MultiProcessMapDataZMQ(
+        u.Range(10), 2, f.SlowlyBreaksOnUnpickle(), strict=True, start_method="spawn"
+    )
+    with pytest.raises(RuntimeError, match="SlowlyBreaksOnUnpickle cannot be rebuilt in a worker"):
+        df.reset_state()
+        list(df)
+    df.close()
+    assert_no_leaks(before)
+
+
 _SLOW_STARTS: dict[str, Callable[[str], D.DataFlow]] = {
     # under fork a map worker runs no user code before it is ready: spawn only
     "map": lambda m: D.MultiProcessMapDataZMQ(

@@ -46,7 +46,7 @@ def test_interrupted_overwrite_keeps_the_old_file(fmt: str, tmp_path: Path) -> N
     SAVES[fmt](FailingFlow(fail_after=-1, exc=Boom(), size=5), path)
     with pytest.raises(Boom):
         SAVES[fmt](FailingFlow(fail_after=30, exc=Boom()), path, overwrite=True)
-    assert leftovers(tmp_path) == ["out.data"]
+    assert leftovers(tmp_path) == (["out.data", "out.data.index"] if fmt == "tfrecord" else ["out.data"])
     df: Any = LOADS[fmt](path)
     df.reset_state()
     assert [int(dp[0]) for dp in df] == [0, 1, 2, 3, 4]

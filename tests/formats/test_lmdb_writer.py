@@ -85,3 +85,14 @@ def test_save_of_a_flow_reusing_its_array_keeps_each_value(tmp_path: Path) -> No
 def test_dumps_parts_join_to_dumps() -> None:
     dp = [1, np.arange(6).reshape(2, 3), (b"x", {"k": np.float32(2)}), np.zeros((0, 4))]
     assert b"".join(bytes(memoryview(p)) for p in codec.dumps_parts(dp)) == codec.dumps(dp)
+
+
+def test_saved_file_is_cut_to_its_pages_not_the_map_size(tmp_path: Path) -> None:
+    """The writer maps the file writable (LMDB's writemap grows it to the map size, sparse);
+    the saved file holds only LMDB's pages, and reads back whole."""
+    path = tmp_path / "small.lmdb"
+    LMDBSerializer.save(_SameArray(30, 1000), str(path), map_size=1 << 30, progress=False)
+    assert path.stat().st_size < 200_000  # 30 x ~1 KB, not the 1 GiB map
+    df = LMDBSerializer.load(str(path), shuffle=True, seed=0)
+    df.reset_state()
+    assert sorted(dp[0] for dp in df) == list(range(30))

@@ -79,8 +79,8 @@ def test_hdf5(tmp_path: Path) -> None:
     run_write_read_test(tmp_path / "test.h5", HDF5Serializer, args, {}, args, {"shuffle": False})
 
 
-def test_tfrecord_size_must_match_the_header(tmp_path: Path) -> None:
+def test_tfrecord_size_must_match_the_index(tmp_path: Path) -> None:
     TFRecordSerializer.save(SeededFakeDataFlow(), str(tmp_path / "t.tfrecord"))
     df = TFRecordSerializer.load(str(tmp_path / "t.tfrecord"), size=31)
-    with pytest.raises(ValueError, match="size=31 but the file headers say 32"):
+    with pytest.raises(ValueError, match="size=31 but the files' indexes say 32"):
         df.reset_state()

@@ -11,11 +11,11 @@ import pytest
 import dataflow as D
 from dataflow.parallel._autotune import (
     TASK_SECONDS,
-    AutoWorkers,
     ChunkTuner,
     WorkerPlan,
     memory_bound_workers,
 )
+from dataflow.parallel._autoworkers import AutoBuffer, AutoWorkers
 from tests.checkpoint._harness import check_resume
 
 pytestmark = pytest.mark.timeout(240)
@@ -183,8 +183,9 @@ def test_probe_waits_for_enough_items_and_time() -> None:
     a = _auto()
     a.restart(0.0)
     assert not a.mapped_inline(4, 0.02, 0.021)  # 4 items: too few to judge
+    assert not a.mapped_inline(4, 0.02, 0.042)  # 8 items, but not yet probe_seconds
     assert not a.decided
-    assert a.mapped_inline(4, 0.02, 0.042)  # 8 items of 5 ms each: workers pay
+    assert a.mapped_inline(42, 0.21, a.probe_seconds)  # 50 items of 5 ms each: workers pay
     assert a.decided and a.plan.workers == 2
 
 
@@ -192,10 +193,10 @@ def test_probe_keeps_a_cheap_map_in_process_and_decides_again_later() -> None:
     a = _auto()
     a.restart(0.0)
     t = 0.0
-    for _ in range(10):
+    while not a.decided:
         t += 0.003
         assert not a.mapped_inline(1000, 0.001, t)  # 1 us per datapoint, 2 us the consumer's own
-    assert a.decided and a.plan.workers == 0
+    assert a.plan.workers == 0
     went = []
     for _ in range(200):  # the map became slow: 5 ms per datapoint, decided again per window
         t += 0.0051
@@ -204,21 +205,161 @@ def test_probe_keeps_a_cheap_map_in_process_and_decides_again_later() -> None:
     assert a.plan.workers == 2
 
 
-def test_probe_decides_after_many_items_even_if_quick() -> None:
+def test_probe_lasts_as_long_as_starting_workers_costs() -> None:
     a = _auto()
     a.restart(0.0)
-    assert not a.mapped_inline(a.probe_max_items, 1e-4, 2e-4)
+    assert not a.mapped_inline(100_000, 0.05, 0.1)  # many datapoints, but too soon
+    assert not a.decided
+    a.mapped_inline(100_000, 0.05, a.probe_seconds)
     assert a.decided
+
+
+def _windows(
+    a: AutoWorkers, t: float, rates: list[float], wait: float = 0.25
+) -> tuple[float, list[int | None]]:
+    """Parallel windows delivering ``rates`` datapoints/s; (the time after, the answers)."""
+    out = []
+    for r in rates:
+        t += 1.001 * a.window  # a hair more than a window, whatever the rounding
+        out.append(a.received(round(r * a.window), wait, t))
+    return t, out
 
 
 def test_waiting_consumer_gets_another_worker_per_window() -> None:
     a = _auto(most=3, cores=4)
     a.plan.workers = 1
     a.restart(0.0)
-    assert a.waited(0.3, 0.3) is None  # window not over
-    assert a.waited(0.2, a.window) == 2  # waited the whole window
-    assert a.waited(0.0, 2 * a.window) is None  # never waited, but a core is left: keep
-    assert a.waited(0.4, 3 * a.window) == 3
+    assert a.received(100, 0.3, 0.3) is None  # window not over
+    t, out = _windows(a, 0.0, [200], wait=0.5)
+    assert out == [2]  # waited the whole window: one more
+    t, out = _windows(a, t, [400, 400, 400], wait=0.0)  # settle, then a trial of 2 windows
+    assert out == [None, None, None] and a.plan.workers == 2  # 2 workers faster: kept
+    t, out = _windows(a, t, [400], wait=0.4)
+    assert out == [3]
+
+
+def _parallel_after_probe(a: AutoWorkers, per_item: float = 0.005) -> float:
+    """Probe in-process at ``per_item`` s per datapoint until workers are chosen, then let
+    the settling window pass; the time."""
+    a.restart(0.0)
+    t = 0.0
+    while True:
+        t += per_item
+        if a.mapped_inline(1, per_item, t):
+            break
+    a.restart(t)
+    t, out = _windows(a, t, [50.0])  # settling: whatever it measured
+    assert out == [None]
+    return t
+
+
+def test_workers_slower_than_in_process_are_undone_and_tried_again_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)  # in-process: 200/s
+    assert a.plan.workers == 2 and a.rates[0] == pytest.approx(200, rel=0.05)
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"):
+        # a loaded machine: the workers deliver 120/s, clearly below in-process: undone
+        t, out = _windows(a, t, [120, 120])
+    assert out == [None, 0] and not a.parallel
+    assert any("back to in-process" in r.getMessage() for r in caplog.records)
+    went = []
+    for _ in range(2000):  # in-process windows; the model keeps proposing workers
+        t += 0.005
+        went.append(a.mapped_inline(1, 0.005, t))
+    first = went.index(True) * 0.005
+    assert a.retry <= first <= a.retry + 2 * a.window  # not before the retry delay
+
+
+def test_a_small_wobble_or_one_bad_window_is_no_loss() -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)  # in-process: 200/s
+    t, out = _windows(a, t, [190, 160])  # within the 25% kept
+    assert out == [None, None] and a.parallel
+    b = _auto()
+    t = _parallel_after_probe(b)
+    t, out = _windows(b, t, [60, 400])  # one bad window, one good: the mean wins
+    assert out == [None, None] and b.parallel
+
+
+def test_repeated_losses_double_the_retry_delay() -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)
+    delays = []
+    for _ in range(3):
+        t, out = _windows(a, t, [100, 100])  # slower than in-process: undone
+        assert out == [None, 0]
+        lost_at = t
+        while not a.mapped_inline(1, 0.005, t + 0.005):
+            t += 0.005
+        t += 0.005
+        delays.append(t - lost_at)
+        a.restart(t)
+        t, _ = _windows(a, t, [50.0])  # settling
+    assert delays[1] > 1.6 * delays[0] and delays[2] > 1.6 * delays[1]
+
+
+def test_workers_that_win_stay_and_give_way_when_the_load_rises() -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)
+    t, out = _windows(a, t, [380] * 6)  # 380/s > 200/s in-process: kept
+    assert out == [None] * 6 and a.parallel
+    t, out = _windows(a, t, [120, 120])  # the median of the last 3 falls below in-process
+    assert out == [None, 0] and not a.parallel
+
+
+def test_in_process_that_loses_to_the_workers_it_replaced_is_undone() -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)  # in-process: 200/s
+    t, out = _windows(a, t, [380, 380])
+    a.rates[0] = 1e9  # as if in-process had been measured far faster
+    t, out = _windows(a, t, [380])
+    assert out == [0]  # gives way
+    for _ in range(3):  # settling, then a trial of 2 windows at 200/s: back to the workers
+        done = False
+        while not done:
+            t += 0.005
+            done = a.mapped_inline(1, 0.005, t) or a._start == t
+    assert a.parallel and 0 in a._avoid(t)
+
+
+def test_a_losing_extra_worker_is_undone() -> None:
+    a = _auto(most=3, cores=4)
+    a.plan.workers = 2
+    a.restart(0.0)
+    t, out = _windows(a, 0.0, [400], wait=0.4)
+    assert out == [3]  # waited: one more
+    t, out = _windows(a, t, [250, 250, 250], wait=0.4)  # settle, trial: slower, back to 2
+    assert out == [None, None, 2]
+    t, out = _windows(a, t, [400, 400], wait=0.4)  # settle, then: 3 is not tried again yet
+    assert out == [None, None] and a.plan.workers == 2
+
+
+# -- AutoBuffer -----------------------------------------------------------------------------
+
+
+def test_auto_buffer_fits_large_results_in_the_budget(caplog: pytest.LogCaptureFixture) -> None:
+    b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"):
+        assert b.observe(1, 10 * 2**20, workers=2) == 12  # 10 MiB results: 12 in 128 MiB
+    assert any("buffer_size 256 -> 12" in r.getMessage() for r in caplog.records)
+    assert b.observe(1, 10 * 2**20, workers=2) is None
+    huge = AutoBuffer("M", most=256, budget_bytes=2**20)
+    assert huge.observe(1, 2**30, workers=3) == 6  # never under 2 per worker
+
+
+def test_auto_buffer_keeps_two_batches_per_worker() -> None:
+    b = AutoBuffer("M", most=256, budget_bytes=2**20, unit=64)  # MultiProcessMapAndBatchDataZMQ
+    assert b.observe(64, 64 * 2**20, workers=2) is None  # 1 MiB per datapoint: the floor holds
+    assert b.size(2) == 256 and b.size(3) == 384
+    assert AutoBuffer("M", most=8, budget_bytes=2**20, unit=64).most == 128
+
+
+def test_auto_buffer_keeps_its_maximum_for_small_results() -> None:
+    b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
+    assert b.observe(64, 64 * 100, workers=2) is None
+    assert b.current == 256
 
 
 # -- the process map with num_proc="auto" ---------------------------------------------------
@@ -243,10 +384,14 @@ def _num_auto(func: Any, size: int, **kw: Any) -> D.DataFlow:
 
 
 def test_auto_cheap_map_stays_in_process(caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
     with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _num_auto(inc, 5000) as df:
         df.reset_state()
-        for _ in range(2):
+        deadline = time.monotonic() + 60
+        while not df._auto.decided or time.monotonic() < deadline - 59:  # past the probe, >= 1 s
             assert [dp[0] for dp in df] == list(range(1, 5001))
+            assert time.monotonic() < deadline
         assert df.worker_pids == []  # no process was started
     assert any("maps in-process" in r.getMessage() for r in caplog.records)
 
@@ -279,3 +424,102 @@ def test_bad_num_proc_is_refused() -> None:
         D.MultiProcessMapDataZMQ(src, "many", inc)
     with pytest.raises(ValueError, match="buffer_size"):
         D.MultiProcessMapDataZMQ(src, 2, inc, buffer_size="big")
+
+
+def test_auto_map_falls_back_in_process_and_keeps_order() -> None:
+    with _num_auto(slow_inc, 150) as df:
+        df.reset_state()
+        auto = df._auto
+        out = []
+        went_back = False
+        for dp in df:
+            out.append(dp[0])
+            if auto.parallel and len(out) >= 20 and not went_back:
+                auto.rates[0] = 1e9  # as if in-process had been measured faster
+                auto.window, auto.retry = 0.05, 600.0
+                went_back = True
+        assert out == list(range(1, 151))
+        assert went_back and not auto.parallel and df.worker_pids  # workers idle, kept
+        auto.rates.clear()
+        assert [dp[0] for dp in df] == list(range(1, 151))  # the next epoch is whole too
+
+
+def big_array(dp: list[int]) -> list[Any]:
+    import numpy as np
+
+    return [dp[0], np.full(2**20, dp[0] % 256, dtype=np.uint8)]
+
+
+def test_auto_buffer_shrinks_for_large_results() -> None:
+    src = D.DataFromList([[i] for i in range(60)], shuffle=False)
+    with D.MultiProcessMapDataZMQ(src, 1, big_array, buffer_size="auto", strict=True, ordered=True,
+                                  timeout=60, shm_bytes=16 * 2**20) as df:
+        df.reset_state()
+        assert df.buffer_size == 128
+        got = [(dp[0], int(dp[1][0])) for dp in df]
+        assert got == [(i, i % 256) for i in range(60)]
+        assert 2 <= df.buffer_size <= 8  # 8 MiB of results in flight at 1 MiB each
+
+
+# -- the thread map with chunk="auto" --------------------------------------------------------
+
+
+def _thread_map(func: Any = inc, size: int = 300, **kw: Any) -> D.DataFlow:
+    src = D.DataFromList([[i] for i in range(size)], shuffle=False)
+    return D.MultiThreadMapData(src, 2, func, buffer_size=40, strict=True, ordered=True, timeout=60, **kw)
+
+
+def test_thread_map_groups_a_cheap_map_and_gives_the_same_stream() -> None:
+    with _thread_map(drop_odd) as df:
+        df.reset_state()
+        for _ in range(2):
+            assert [dp[0] for dp in df] == list(range(0, 300, 2))
+        assert df._tuner.chunk == 10  # the cap: buffer_size / (2 * num_thread)
+    with _thread_map(drop_odd, chunk=1) as df:
+        df.reset_state()
+        assert [dp[0] for dp in df] == list(range(0, 300, 2))
+        assert df._tuner.chunk == 1
+
+
+def test_thread_map_groups_resume_exactly() -> None:
+    check_resume(lambda: _thread_map(drop_odd, size=120), epochs=2, max_cuts=8)
+
+
+def slow_big(dp: list[int]) -> list[Any]:
+    import time
+
+    import numpy as np
+
+    time.sleep(0.005)
+    return [dp[0], np.full(2**16, dp[0] % 256, dtype=np.uint8)]
+
+
+def test_auto_workers_get_shared_memory_only_for_large_results() -> None:
+    with _num_auto(slow_inc, 120) as df:
+        df.reset_state()
+        assert [dp[0] for dp in df] == list(range(1, 121))
+        assert df._pool is not None and df._pool.rings is None  # small results: no rings to reserve
+    with _num_auto(slow_big, 120) as df:
+        df.reset_state()
+        assert [int(dp[1][0]) for dp in df] == [i % 256 for i in range(120)]
+        assert df._pool is not None and df._pool.rings is not None
+
+
+@pytest.mark.parametrize("func", [inc, slow_inc])
+def test_auto_map_and_batch_gives_whole_batches_in_order(func: Any) -> None:
+    src = D.DataFromList([[i] for i in range(100)], shuffle=False)
+    with D.MultiProcessMapAndBatchDataZMQ(src, "auto", func, 8, "auto", strict=True, remainder=True,
+                                          ordered=True, timeout=60) as df:
+        df.reset_state()
+        for _ in range(2):
+            batches = [b[0].tolist() for b in df]
+            assert batches == [list(range(i + 1, min(i + 9, 101))) for i in range(0, 100, 8)]
+        assert df.buffer_size >= 16
+
+
+def noisy(dp: list[int], rng: Any) -> list[Any]:
+    return [dp[0], float(rng.random())]
+
+
+def test_auto_in_process_groups_with_item_rng_resume_exactly() -> None:
+    check_resume(lambda: _num_auto(noisy, 60, item_rng=True, seed=7), epochs=2, max_cuts=10)

@@ -4,6 +4,7 @@ and shared-memory ring; many create/iterate/close cycles leak nothing."""
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable
 
 import pytest
@@ -17,7 +18,7 @@ from tests.helpers import ListFlow
 from tests.parallel import _probes as p
 from tests.parallel import _util as u
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 def _src(n: int = 20) -> ListFlow:
@@ -119,14 +120,19 @@ def test_garbage_collection_stops_workers() -> None:
 # --- many cycles -------------------------------------------------------------------------
 
 
-def _cycles(make: Callable[[], DataFlow], n: int) -> None:
+def _cycles(make: Callable[[], DataFlow], n: int, budget_s: float = 30.0) -> None:
+    """Up to ``n`` start/iterate/close cycles, fewer (but at least 12) when the machine is so
+    busy that they take more than ``budget_s``: a leak of one cycle shows after a few."""
     list_before = p.snapshot()
+    deadline = time.monotonic() + budget_s
     for i in range(n):
         with make() as df:
             df.reset_state()
             assert len(list(df)) == len(df)
         if i == 4:  # after warm-up (imports, lazily created caches)
             warm = p.snapshot()
+        if i >= 11 and time.monotonic() > deadline:
+            break
     assert p.leaks(list_before) == []
     after = p.snapshot()
     assert after.fds <= warm.fds

@@ -273,7 +273,7 @@ def test_pickle_payload_is_never_unpickled_and_malformed_messages_are_skipped(
         with pytest.warns(RuntimeWarning, match="RemoteDataZMQ.*malformed") as record:
             received = list(df)
         assert df.malformed == len(malformed)
-        assert len([w for w in record if issubclass(w.category, RuntimeWarning)]) == len(malformed)
+        assert len([w for w in record if issubclass(w.category, RuntimeWarning)]) == 1  # then counted
         # the receiver kept working: the valid datapoints around the bad ones arrived
         assert by_sender(received) == {0: [0, 1]}
         # ... and it still works for the next epoch

@@ -337,6 +337,93 @@ def test_one_long_held_array_does_not_stall_the_ring(channel: Any) -> None:
     assert fallbacks == 0, f"{fallbacks} of 80 buffers left the ring while one 100 KiB array was held"
 
 
+# --- lazy reservation ----------------------------------------------------------------------
+
+
+def allocated(writer: RingWriter) -> int:
+    """Bytes of the ring's file that exist in /dev/shm (pages reserved or touched)."""
+    return os.fstat(writer._fd).st_blocks * 512
+
+
+def test_a_new_ring_holds_only_its_table_and_first_reserve(channel: Any) -> None:
+    """Starting a runner must not cost (nor hold) its whole shm_bytes: a 64 MiB ring holds
+    its table and the first INITIAL_RESERVE bytes until larger buffers need more."""
+    ch = channel(64 * MiB)
+    assert ch.writer._cap > 60 * MiB
+    assert ch.writer.reserved_bytes == _shm.INITIAL_RESERVE
+    assert allocated(ch.writer) <= _shm._DATA_START + _shm.INITIAL_RESERVE
+    got = ch.roundtrip(np.full(100 * KiB, 3, np.uint8))  # fits in the first reserve
+    assert ch.last_descriptors[0] is not None and np.all(got == 3)
+    assert ch.writer.reserved_bytes == _shm.INITIAL_RESERVE
+
+
+def test_the_ring_grows_as_needed_and_never_touches_unreserved_pages(channel: Any) -> None:
+    """tmpfs gives a page to whatever touches it, so a page written or read beyond the
+    reserved part would show up in the file's allocated size (and, with /dev/shm full, be a
+    SIGBUS). Hold growing sets of arrays so the ring must grow, and check after every message
+    that the file holds no page beyond what the writer reserved."""
+    ch = channel(48 * MiB)
+    rng = np.random.default_rng(3)
+    held: list[tuple[np.ndarray, tuple[str, tuple[int, ...], str]]] = []
+    grown = [ch.writer.reserved_bytes]
+    for i in range(120):
+        a = rng.integers(0, 256, int(rng.integers(64 * KiB, 3 * MiB)), dtype=np.uint8)
+        got = ch.roundtrip(a)
+        assert ch.last_descriptors[0] is not None, f"message {i} left the ring"
+        held.append((got, digest(a)))
+        if len(held) > int(rng.integers(1, 12)):
+            held.pop(0)
+        d = ch.last_descriptors[0]
+        assert d[2] + d[3] <= ch.writer.reserved_bytes  # written inside the reserved part only
+        assert allocated(ch.writer) <= _shm._DATA_START + ch.writer.reserved_bytes
+        if ch.writer.reserved_bytes != grown[-1]:
+            grown.append(ch.writer.reserved_bytes)
+        for arr, dig in held:
+            assert digest(arr) == dig
+    assert len(grown) >= 3, grown  # it grew, in several steps
+    assert grown[-1] <= ch.writer._cap
+    assert all(b > a for a, b in zip(grown, grown[1:]))
+
+
+def test_a_reservation_that_fails_sends_over_zmq_with_one_warning(
+    channel: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/dev/shm filling up after the start: the writer cannot reserve more, so buffers that
+    do not fit in what it has go over ZMQ (intact), with one warning; the reserved part
+    stays in use and nothing beyond it is ever touched."""
+    ch = channel(32 * MiB)
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_shm.os, "posix_fallocate", full)
+    big = np.arange(600_000, dtype=np.float32)  # 2.4 MB: beyond the first reserve
+    with pytest.warns(RuntimeWarning, match="cannot reserve more shared memory") as rec:
+        got = [ch.roundtrip(big) for _ in range(3)]
+        where = [d is not None for d in ch.last_descriptors]
+    assert len([w for w in rec if issubclass(w.category, RuntimeWarning)]) == 1
+    assert where == [False] and all(np.array_equal(g, big) for g in got)
+    assert not any(views_shm(g) for g in got)
+    assert ch.writer._cap == ch.writer.reserved_bytes == _shm.INITIAL_RESERVE
+    small = ch.roundtrip(np.full(200 * KiB, 5, np.uint8))  # still fits: still zero-copy
+    assert ch.last_descriptors[0] is not None and views_shm(small) and np.all(small == 5)
+    assert allocated(ch.writer) <= _shm._DATA_START + _shm.INITIAL_RESERVE
+
+
+def test_a_ring_larger_than_the_free_dev_shm_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is reserved up front any more, so the size is checked against the free
+    space: a request /dev/shm cannot hold warns at once instead of failing later."""
+    monkeypatch.setattr(_shm, "_warned", set())
+    monkeypatch.setattr(_shm, "_free_bytes", lambda: 8 * MiB)
+    before = our_shm()
+    with pytest.warns(RuntimeWarning, match="only 8 MiB free"):
+        assert RingReader.create("RingSmallShm", 2, 16 * MiB) is None
+    assert our_shm() - before == set()
+    reader = RingReader.create("RingSmallShm", 2, 4 * MiB)  # fits: created
+    assert reader is not None
+    reader.close()
+
+
 # --- /dev/shm hygiene ----------------------------------------------------------------------
 
 

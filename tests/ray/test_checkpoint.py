@@ -40,7 +40,9 @@ def _raymap(**kw: Any) -> D.DataFlow:
     ids=["strict_map", "endless_map", "item_rng_map", "sharded_runner", "copies_runner"],
 )
 def test_ray_stage_resumes_exactly(build: Callable[[], D.DataFlow]) -> None:
-    check_resume(build, epochs=2, max_cuts=6)
+    # re-saving right after a load is stage-independent (dataflow._state keeps the loaded
+    # node) and checked on the process maps; here it would only add actor start-ups
+    check_resume(build, epochs=2, max_cuts=6, resave_every=0)
 
 
 def _cut(df: D.DataFlow, k: int) -> tuple[list[Any], dict[str, Any]]:

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-import zmq
 
 from dataflow import DataFromList
 from dataflow.formats import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
-from dataflow.parallel.remote import send_dataflow_zmq
+from dataflow.parallel.remote import RemoteDataZMQ, send_dataflow_zmq
 from dataflow.tools.profiling import profile
 from dataflow.tools.speed import TestDataSpeed
 
@@ -25,30 +24,18 @@ def _flow() -> DataFromList[list[Any]]:
 
 
 def _send(progress: Any, tmp_path: Path) -> None:
-    ctx = zmq.Context.instance()
-    pull = ctx.socket(zmq.PULL)
-    port = pull.bind_to_random_port("tcp://127.0.0.1")
-    got: list[int] = []
-    stop = threading.Event()
-
-    def drain() -> None:
-        while len(got) < 41 and not stop.is_set():
-            if pull.poll(50):
-                got.append(len(pull.recv_multipart()))
-
-    thread = threading.Thread(target=drain)
+    addr = f"ipc://{tmp_path}/progress.sock"
+    recv = RemoteDataZMQ(addr, timeout=60)  # small datapoints may arrive grouped: count datapoints
+    recv.reset_state()
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.extend(recv))
     thread.start()
     try:
-        assert send_dataflow_zmq(_flow(), f"tcp://127.0.0.1:{port}", progress=progress) == 40
-    except BaseException:
-        stop.set()  # the sender raised: nothing more will come
-        raise
+        assert send_dataflow_zmq(_flow(), addr, progress=progress) == 40
     finally:
-        thread.join(timeout=60)  # all 41 messages arrive
-        stop.set()
-        thread.join()
-        pull.close(linger=0)
-    assert len(got) == 41  # 40 datapoints and the end marker
+        thread.join(timeout=90)
+        recv.close()
+    assert [dp[1] for dp in got] == list(range(40))
 
 
 OPERATIONS: dict[str, Callable[[Any, Path], Any]] = {

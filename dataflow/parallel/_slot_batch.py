@@ -1,0 +1,54 @@
+"""Batches assembled straight in a worker's shared-memory ring.
+
+:class:`~dataflow.MultiProcessMapAndBatchDataZMQ` batches in its workers. Stacking a large
+component into fresh memory and then copying it into the ring (:meth:`RingWriter.write`)
+touches every byte twice; :func:`ring_stacker` instead stacks it into space reserved in the
+ring (:meth:`RingWriter.reserve`), which the send then hands over as it is: one copy, the
+stacking itself, and the consumer receives a view of the ring as before.
+
+Only components that are numpy arrays of one type, shape and dtype, at least
+:data:`~dataflow.parallel._messages.OOB_MIN_BYTES` in all, are stacked this way; the result
+is what :func:`~dataflow.ops._stack.stack_component` gives (same dtype, shape, values, C
+order). Everything else, errors included, goes through ``stack_component``; so does a
+component for which the ring has no room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ops._stack import stack_component
+from ._messages import OOB_MIN_BYTES
+from ._shm import RingWriter
+
+__all__ = ["ring_stacker"]
+
+
+def ring_stacker(ring: RingWriter) -> Callable[[str, Any, Sequence[Any]], Any]:
+    """A ``stack`` for :func:`~dataflow.ops._stack.collate` that puts large array components
+    in ``ring`` space. The caller sends the batch through ``ring`` and then calls
+    :meth:`RingWriter.release_reserved` (also when collating or sending failed)."""
+
+    def stack(stage: str, key: Any, values: Sequence[Any]) -> Any:
+        first = values[0]
+        if type(first) is np.ndarray and first.ndim and not first.dtype.hasobject:
+            nbytes = first.nbytes * len(values)
+            if nbytes >= OOB_MIN_BYTES and _uniform(values, first.shape, first.dtype):
+                space = ring.reserve(nbytes)
+                if space is not None:
+                    out = space.view(first.dtype).reshape((len(values), *first.shape))
+                    np.concatenate(values, axis=0, out=out.reshape((-1, *first.shape[1:])))
+                    return out
+        return stack_component(stage, key, values)
+
+    return stack
+
+
+def _uniform(values: Sequence[Any], shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    for v in values:
+        if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
+            return False
+    return True
