@@ -5,7 +5,8 @@ batched by 64 inside the worker; items/s (= batches/s x 64) received by a consum
 only counts. Contenders:
 
 - ``dataflow processes``: ``MultiProcessRunnerZMQ(source.batch(64), num_proc=2)``;
-- ``dataflow on Ray``: ``RayRunner(source.batch(64), 2, chunk=--batch-chunk)`` (copies);
+- ``dataflow on Ray``: ``RayRunner(source.batch(64), 2, chunk=c)`` (copies), for each ``c`` of
+  ``--batch-chunk`` (batches per pull; default 1024, the runner's default, and 64);
 - ``Ray Data map_batches``: ``ray.data.range(N).map_batches(f, batch_size=64)`` on a pool of
   2 tasks (``TaskPoolStrategy``), where ``f`` builds each batch the same way (64
   ``[i, array]`` items from the same source code, stacked), iterated with
@@ -14,8 +15,9 @@ only counts. Contenders:
 ``large`` is ``mp_large``'s work: 2 workers each yield the same preallocated ``(64, 224, 224,
 3)`` uint8 array (9.6 MB) forever; the consumer reads one byte of each and drops it. GB/s
 beside single-thread memcpy measured in the same run. Contenders: memcpy; ``dataflow
-processes`` (shared-memory rings); ``dataflow on Ray`` (``RayRunner``, chunk 1: results
-through the object store, read-only views on receive) and with ``copy=True`` (one more
+processes`` (shared-memory rings); ``dataflow on Ray`` (``RayRunner`` with its defaults:
+``chunk_bytes`` makes it one array per pull; results through the object store, read-only
+views on receive) and with ``copy=True`` (one more
 memcpy per array, in the consumer); ``dataflow on Ray, map`` (``RayMapData`` over counters
 whose ``map_func`` returns the array).
 
@@ -35,10 +37,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks._harness import Result, TimedContender, drain_for, note
-from benchmarks.mp_large import NBYTES, Contender, make_array, memcpy, pipeline
+from benchmarks.mp_large import NBYTES, Contender, _cpu_snapshot, make_array, memcpy, pipeline
 from benchmarks.mp_large import ours as ours_large
 from benchmarks.mp_small import NUM_PROC, small_items
-from benchmarks.mp_small import ours as ours_small
 
 BATCH = 64
 OURS = "dataflow processes"
@@ -46,6 +47,18 @@ RAY = "dataflow on Ray"
 
 
 # -- batch -----------------------------------------------------------------------------------
+
+#: CPU microseconds per item of each contender's timed windows (this process and all its
+#: descendants: workers, and Ray's raylet, object store and actors): robust to other load
+CPU_US: dict[str, list[float]] = {}
+
+
+def _timed(name: str, it: Iterator[Any], warmup: float, seconds: float) -> tuple[int, float]:
+    drain_for(it, warmup, BATCH, 1)
+    cpu0 = _cpu_snapshot()[1]
+    n, elapsed = drain_for(it, seconds, BATCH, 1)
+    CPU_US.setdefault(name, []).append((_cpu_snapshot()[1] - cpu0) / n * 1e6)
+    return n, elapsed
 
 
 def _source() -> Any:
@@ -58,7 +71,23 @@ def _source() -> Any:
     return Source()
 
 
-def ray_batch(warmup: float, seconds: float, chunk: int) -> TimedContender:
+def ours_batch(warmup: float, seconds: float) -> TimedContender:
+    from dataflow import MultiProcessRunnerZMQ
+
+    def run() -> tuple[int, float]:
+        df = MultiProcessRunnerZMQ(_source().batch(BATCH), num_proc=NUM_PROC)
+        df.reset_state()
+        it = iter(df)
+        try:
+            return _timed(OURS, it, warmup, seconds)
+        finally:
+            it.close()
+            df.close()
+
+    return TimedContender(OURS, run)
+
+
+def ray_batch(warmup: float, seconds: float, chunk: int, name: str) -> TimedContender:
     from dataflow.on_ray import RayRunner
 
     def run() -> tuple[int, float]:
@@ -66,13 +95,12 @@ def ray_batch(warmup: float, seconds: float, chunk: int) -> TimedContender:
         df.reset_state()
         it = iter(df)
         try:
-            drain_for(it, warmup, BATCH, 1)
-            return drain_for(it, seconds, BATCH, 1)
+            return _timed(name, it, warmup, seconds)
         finally:
             it.close()
             df.close()
 
-    return TimedContender(RAY, run)
+    return TimedContender(name, run)
 
 
 _ITEMS: Iterator[list] | None = None  # per Ray Data worker process
@@ -98,8 +126,7 @@ def ray_data_batch(warmup: float, seconds: float) -> TimedContender:
         )
         it = iter(ds.iter_batches(batch_size=BATCH))
         try:
-            drain_for(it, warmup, BATCH, 1)
-            return drain_for(it, seconds, BATCH, 1)
+            return _timed("Ray Data map_batches", it, warmup, seconds)
         finally:
             close = getattr(it, "close", None)
             if close is not None:
@@ -109,10 +136,12 @@ def ray_data_batch(warmup: float, seconds: float) -> TimedContender:
     return TimedContender("Ray Data map_batches", run)
 
 
-def batch_contenders(warmup: float, seconds: float, chunk: int, ray_data: bool) -> list[TimedContender]:
-    ours = ours_small(BATCH, warmup, seconds)
-    ours.name = OURS
-    made = [ours, ray_batch(warmup, seconds, chunk)]
+def batch_contenders(
+    warmup: float, seconds: float, chunks: list[int], ray_data: bool
+) -> list[TimedContender]:
+    made = [ours_batch(warmup, seconds)] + [
+        ray_batch(warmup, seconds, c, RAY if i == 0 else f"{RAY}, chunk {c}") for i, c in enumerate(chunks)
+    ]
     return made + ([ray_data_batch(warmup, seconds)] if ray_data else [])
 
 
@@ -146,7 +175,7 @@ def ray_large(name: str, a: tuple, **kwargs: Any) -> Contender:
             return large_items()
 
     def open_() -> tuple[Iterator[Any], Callable[[], None]]:
-        df = RayRunner(Source(), NUM_PROC, chunk=1, **kwargs)
+        df = RayRunner(Source(), NUM_PROC, **kwargs)  # default chunk_bytes: one array per pull
         df.reset_state()
         it = iter(df)
         return it, lambda: (it.close(), df.close())

@@ -21,7 +21,7 @@ second pass. A local Ray with ``--cpus`` CPUs is started once (Ray's start-up is
 
     pip install "dataflow-ml[ray]"
     python benchmarks/ray_scale.py [--items 600] [--ms 4] [--rounds 5] [--chunk 8]
-    python benchmarks/ray_scale.py --scenario batch [--seconds 2] [--warmup 1] [--batch-chunk 64]
+    python benchmarks/ray_scale.py --scenario batch [--seconds 2] [--warmup 1] [--batch-chunk 1024 64 ...]
     python benchmarks/ray_scale.py --scenario large [--seconds 3] [--warmup 1]
 
 Targets (issue 14): the Ray backend >= 0.8x our ZMQ processes and >= 1.5x Ray Data on small
@@ -34,6 +34,7 @@ import argparse
 import functools
 import logging
 import os
+import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -111,7 +112,9 @@ def main() -> None:
     parser.add_argument("--scenario", choices=["map", "batch", "large"], default="map")
     parser.add_argument("--seconds", type=float, default=None, help="batch/large: timed part of a run")
     parser.add_argument("--warmup", type=float, default=1.0, help="batch/large: untimed receiving first")
-    parser.add_argument("--batch-chunk", type=int, default=64, help="batch: batches per RayRunner pull")
+    parser.add_argument(
+        "--batch-chunk", type=int, nargs="+", default=[1024, 64], help="batch: batches per RayRunner pull"
+    )
     parser.add_argument("--items", type=int, default=600)
     parser.add_argument("--ms", type=float, default=4.0, help="target cost of one call")
     parser.add_argument("--rounds", type=int, default=5)
@@ -164,11 +167,15 @@ def transport_batch(args: argparse.Namespace) -> None:
     results = rt.run_timed(contenders, args.rounds)
     print(
         f"ray_scale batch: {NUM_PROC} workers, endless batches of {rt.BATCH} x [int, float32[10]] "
-        f"made in the workers (local Ray, {args.cpus} CPUs; RayRunner chunk {args.batch_chunk} "
-        f"batches); items/s received over {seconds:g} s after {args.warmup:g} s warm-up "
+        f"made in the workers (local Ray, {args.cpus} CPUs; RayRunner chunk "
+        f"{'/'.join(map(str, args.batch_chunk))} batches); items/s received over {seconds:g} s "
+        f"after {args.warmup:g} s warm-up "
         f"(start-up excluded); {args.rounds} rounds, medians; {machine_line()}\n"
     )
     print(markdown_table(results, [rt.OURS], unit="items/s"))
+    print("\nCPU per item (this process and all its descendants, Ray's included; medians):\n")
+    for name, us in rt.CPU_US.items():
+        print(f"- {name}: {statistics.median(us):.2f} µs/item")
     print("\nTargets: dataflow on Ray >= 0.8x dataflow processes, >= 1.5x Ray Data.")
     ray_module().shutdown()
 
@@ -181,7 +188,7 @@ def transport_large(args: argparse.Namespace) -> None:
     rt.run_large(contenders, args.rounds)
     print(
         f"ray_scale large: {NUM_PROC} workers, each yielding the same (64, 224, 224, 3) uint8 "
-        f"array (9.6 MB) forever (local Ray, {args.cpus} CPUs, chunk 1); GB/s received over "
+        f"array (9.6 MB) forever (local Ray, {args.cpus} CPUs, one array per pull); GB/s received over "
         f"{seconds:g} s after {args.warmup:g} s warm-up (start-up excluded), one byte read per "
         f"datapoint; {args.rounds} rounds interleaved, medians; memcpy: median single-thread "
         f"np.copyto of the array per round; {machine_line()}\n"

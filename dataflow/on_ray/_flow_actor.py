@@ -2,8 +2,10 @@
 chunks on request (made a Ray actor class at start, so importing this needs no Ray).
 
 The consumer *pulls*: each ``pull(gen, n)`` returns the next ``n`` datapoints of this copy
-(fewer at the end of a pass). Pulls run one after another in the order the consumer sent
-them, so a ``state()`` request sent after some pulls is the flow's state right after them.
+(fewer at the end of a pass, and fewer when the pull's first datapoint is large: about
+``chunk_bytes`` per pull, estimated from it, so the cut depends on the data alone). Pulls
+run one after another in the order the consumer sent them, so a ``state()`` request sent
+after some pulls is the flow's state right after them.
 
 ``gen`` numbers the consumer's passes in ``shard`` mode: once this copy's pass is over, the
 copy waits (pulls return nothing, flagged ended) until a pull of a newer ``gen`` starts the
@@ -25,7 +27,7 @@ from typing import Any
 from .. import seeding
 from ..base import DataFlow
 from ..parallel import _messages as msg
-from ._wire import pack
+from ._wire import approx_size, pack
 
 __all__ = ["FlowActor", "Pulled", "Start"]
 
@@ -44,6 +46,7 @@ class FlowActor:
         shard: bool,
         seed: int | None,
         start: Start,
+        chunk_bytes: int | None = None,
     ) -> None:
         self.source, self.index, self.num_workers, self.shard, self.seed = (
             source,
@@ -53,6 +56,7 @@ class FlowActor:
             seed,
         )
         self.gen, self.waiting, self.state_to_load = start
+        self.chunk_bytes = chunk_bytes
         self.flow: DataFlow[Any] | None = None
         self.it: Iterator[Any] | None = None
         self.produced = self.state_to_load is not None  # a resumed pass may have nothing left
@@ -101,8 +105,10 @@ class FlowActor:
                 return self.gen, msg.DATA, [], True
             if self.it is None:
                 self.it, self.produced = iter(flow), False
-            out = []
+            out: list[Any] = []
             for dp in self.it:
+                if not out and self.chunk_bytes is not None:
+                    n = min(n, max(1, self.chunk_bytes // approx_size(dp)))
                 out.append(dp)
                 if len(out) >= n:
                     self.produced = True

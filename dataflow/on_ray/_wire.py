@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OOB_MIN_BYTES", "Packed", "pack", "unpack"]
+__all__ = ["OOB_MIN_BYTES", "Packed", "approx_size", "pack", "unpack"]
 
 #: Ray's own threshold for putting an object in the store instead of the reply
 OOB_MIN_BYTES = 100 * 1024
@@ -50,3 +50,19 @@ def unpack(packed: Packed) -> Any:
     """The object :func:`pack` was given; its large arrays view the received buffers."""
     body, buffers = packed
     return pickle.loads(body, buffers=buffers)
+
+
+def approx_size(obj: Any) -> int:
+    """A cheap, deterministic estimate of ``obj``'s pickled size in bytes: arrays (anything
+    with an integer ``nbytes``), bytes and strings by length, containers by their items,
+    other objects a few dozen bytes."""
+    nbytes = getattr(obj, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes + 100
+    if isinstance(obj, (bytes, bytearray, str)):
+        return len(obj) + 40
+    if isinstance(obj, (list, tuple)):
+        return 40 + sum(approx_size(x) for x in obj)
+    if isinstance(obj, dict):
+        return 40 + sum(approx_size(k) + approx_size(v) for k, v in obj.items())
+    return 32

@@ -5,10 +5,10 @@ or from a zero-argument builder called on the worker, for flows that open local 
 seeded apart (worker *i* is :func:`dataflow.seeding.enter_worker` ``(i,)``; in ``shard``
 mode all share one seed instead, so a shuffle before the shard has the same order on every
 worker and the shards partition it), and resets it there. The consumer pulls ``chunk``
-datapoints at a time, keeping ``prefetch`` pulls in flight per worker so the workers never
-wait for it, and merges the chunks **round-robin**,
-worker by worker: the merged order is deterministic (a function of the flows alone), which
-is what makes runs repeatable and checkpoints exact.
+datapoints at a time (fewer when they are large: about ``chunk_bytes`` per pull), keeping
+``prefetch`` pulls in flight per worker so the workers never wait for it, and merges the
+chunks **round-robin**, worker by worker: the merged order is deterministic (a function of
+the flows alone), which is what makes runs repeatable and checkpoints exact.
 
 - Without ``shard`` (like :class:`~dataflow.MultiProcessRunnerZMQ`): every worker runs the
   whole flow, pass after pass; one ``__iter__`` yields ``len(flow)`` datapoints (endless
@@ -58,8 +58,12 @@ class RayRunner(DataFlow[Any]):
             one on each worker.
         num_workers: number of Ray actors.
         shard: worker *i* runs ``flow.shard(num_workers, i)``; an epoch is one pass.
-        chunk: datapoints per pull (shares Ray's per-call cost).
-        prefetch: pulls in flight per worker (bounds memory: ``prefetch * chunk`` each).
+        chunk: datapoints per pull at most (shares Ray's per-call cost, about a
+            millisecond or more: small datapoints need large chunks).
+        chunk_bytes: about how many bytes one pull may carry: a pull whose first datapoint
+            is large takes fewer datapoints (at least one), estimated from that datapoint so
+            the merge stays deterministic (``None``: always ``chunk``).
+        prefetch: pulls in flight per worker (bounds memory: ``prefetch`` pulls each).
         seed: base seed of the workers (default: :func:`~dataflow.set_seed`'s).
         timeout: seconds to wait for a worker's chunk before ``TimeoutError``.
         ray_remote_args: Ray actor options (``num_cpus``, ``resources``,
@@ -80,7 +84,8 @@ class RayRunner(DataFlow[Any]):
         num_workers: int,
         *,
         shard: bool = False,
-        chunk: int = 64,
+        chunk: int = 1024,
+        chunk_bytes: int | None = 4 << 20,
         prefetch: int = 2,
         seed: int | None = None,
         timeout: float | None = None,
@@ -99,6 +104,7 @@ class RayRunner(DataFlow[Any]):
         self.num_workers = check_int(stage, "num_workers", num_workers)
         self.sharded = bool(shard)
         self.chunk = check_int(stage, "chunk", chunk)
+        self.chunk_bytes = None if chunk_bytes is None else check_int(stage, "chunk_bytes", chunk_bytes)
         self.pulls_ahead = check_int(stage, "prefetch", prefetch)
         self.seed = seeding.check_seed(stage, seed)
         self.timeout = check_timeout(stage, timeout)
@@ -158,7 +164,7 @@ class RayRunner(DataFlow[Any]):
         starts: list[Start] = [(self._pass, waiting[i], states[i]) for i in range(n)]
 
         def make(i: int, start: Start) -> Any:
-            return cls.remote(source, i, n, self.sharded, seed, start)
+            return cls.remote(source, i, n, self.sharded, seed, start, self.chunk_bytes)
 
         try:
             self._workers.start(make, starts)

@@ -46,6 +46,14 @@ def test_shard_mode_merges_round_robin_chunk_by_chunk() -> None:
     assert [dp[0] for dp in got] == expected
 
 
+@pytest.mark.filterwarnings("ignore:ShardData. sharding by position")
+def test_large_datapoints_make_smaller_pulls_by_chunk_bytes() -> None:
+    flow = _src(12).map(_funcs.big_array)  # 1 MiB arrays: 2 fit in 2.5 MiB, so pulls of 2
+    got = _run(RayRunner(flow, 2, shard=True, chunk=8, chunk_bytes=5 << 19), 1)[0]
+    shards = [[dp[0] for dp in _run(_src(12).shard(2, w), 1)[0]] for w in range(2)]
+    assert [dp[0] for dp in got] == merged(shards, 2)
+
+
 def test_whole_copies_have_the_flows_length_per_epoch_and_carry_the_rest_over() -> None:
     df = RayRunner(_funcs.build_counter_flow, 2, chunk=7)
     epochs = _run(df, 4)
