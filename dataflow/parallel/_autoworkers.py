@@ -18,9 +18,12 @@ is compared with the rate of the old count: **a move that lost** (under
 :attr:`AutoWorkers.keep` of it) **is undone**, and the losing count is not tried again for
 :attr:`AutoWorkers.retry` seconds (doubling after each further loss, up to
 :attr:`AutoWorkers.retry_max`). Parallel rates are also compared with the in-process rate:
-workers that fall below it (the load rose) give way to the in-process map. So the map does
-not stay clearly below its serial rate for longer than a trial, plus a trial per retry,
-whatever the model said.
+workers that fall clearly below it (the load rose) give way to the in-process map — which
+then has to deliver at least the workers' last rate in its own trial, or the workers come
+back (a fallback goes against the model, so it must prove itself; the thresholds differ so
+that rates swinging with the others' load do not flip the map back and forth). So the map
+does not stay clearly below its serial rate for longer than a trial, plus a trial per
+retry, whatever the model said.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class AutoWorkers:
         self._settle = 0  # windows still to skip after a move
         self._from: int | None = None  # the count before the last move, until it is judged
         self._trial: list[float] = []  # rates of the windows since the move (after settling)
+        self._need = self.keep  # the fraction of the old rate the move must deliver
         self._until: dict[int, float] = {}  # count -> not tried before this instant
         self._losses: dict[int, int] = {}
         self._start: float | None = None
@@ -133,9 +137,10 @@ class AutoWorkers:
                     self.plan.stage, before, mine, serial, self._until[before] - now,
                 )
                 self.plan.workers = 0
+                self._moved(before, need=1.0)  # against the model: in-process must prove itself
             else:
                 self.plan.adjust(wait_fraction, avoid=self._avoid(now))
-            self._moved(before)
+                self._moved(before)
         after = self.plan.workers
         return after if after != before else None
 
@@ -159,7 +164,7 @@ class AutoWorkers:
         verdict = sum(self._trial) / len(self._trial)
         self._trial, self._from = [], None
         before = self.rates.get(came_from)
-        if before is None or verdict >= self.keep * before:
+        if before is None or verdict >= self._need * before:
             self._losses.pop(count, None)  # it held its own: tried again at once next time
             return True
         self._lost(count, now)
@@ -170,6 +175,8 @@ class AutoWorkers:
             _count(count), self._until[count] - now,
         )
         self.plan.workers = came_from
+        self._until.pop(came_from, None)  # it proved the better one: no longer held back
+        self._losses.pop(came_from, None)
         self._settle = 1
         return False
 
@@ -180,9 +187,12 @@ class AutoWorkers:
     def _avoid(self, now: float) -> set[int]:
         return {c for c, until in self._until.items() if until > now}
 
-    def _moved(self, before: int) -> None:
+    def _moved(self, before: int, need: float | None = None) -> None:
+        """A move from ``before`` was made: judged after settling, over a trial, where it
+        must deliver ``need`` (default :attr:`keep`) of ``before``'s rate to stay."""
         if self.plan.workers != before:
-            self._from, self._trial = before, []  # judged after settling, over a trial
+            self._from, self._trial = before, []
+            self._need = self.keep if need is None else need
             self._settle = 1
 
 

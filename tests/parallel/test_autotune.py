@@ -324,6 +324,22 @@ def test_in_process_that_loses_to_the_workers_it_replaced_is_undone() -> None:
     assert a.parallel and 0 in a._avoid(t)
 
 
+def test_a_fallback_in_process_must_match_the_workers_it_replaced() -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)  # in-process: 200/s
+    t, out = _windows(a, t, [380, 380])
+    a.rates[0] = 1e9  # as if in-process had been measured far faster
+    t, out = _windows(a, t, [380])
+    assert out == [0]
+    a.restart(t)
+    went = []
+    while len(went) < 3 * 100:  # settling, then a trial at 320/s: 84% of the workers' rate
+        t += 0.00625
+        went.append(a.mapped_inline(2, 0.0062, t))
+    assert any(went) and a.parallel  # not enough for a move against the model: workers again
+    assert 2 not in a._avoid(t)
+
+
 def test_a_losing_extra_worker_is_undone() -> None:
     a = _auto(most=3, cores=4)
     a.plan.workers = 2
