@@ -81,6 +81,7 @@ class AutoWorkers:
         self._start: float | None = None
         self._items = 0
         self._spent = 0.0  # map time (in-process) or waiting time (parallel) in the window
+        self._per_item: list[float] = []  # map seconds per datapoint of each in-process group
 
     @property
     def parallel(self) -> bool:
@@ -89,6 +90,7 @@ class AutoWorkers:
     def restart(self, now: float) -> None:
         """A new measuring window begins (start of a pass, workers just started)."""
         self._start, self._items, self._spent = now, 0, 0.0
+        self._per_item = []
 
     def _window(self, items: int, spent: float, now: float) -> float:
         if self._start is None:
@@ -101,6 +103,8 @@ class AutoWorkers:
         """A task of ``items`` datapoints was mapped in-process in ``busy`` s; ``True`` when the
         map should now go to :attr:`WorkerPlan.workers` worker processes."""
         elapsed = self._window(items, busy, now)
+        if items > 0:
+            self._per_item.append(busy / items)
         n = self._items
         if self.decided:
             ripe = elapsed >= self.window
@@ -108,7 +112,10 @@ class AutoWorkers:
             ripe = n >= self.probe_items and elapsed >= self.probe_seconds
         if not ripe or n == 0:
             return False
-        work = self._spent / n
+        # The map's cost: the lower quartile of the groups' times, not their mean: on a
+        # loaded machine a group that the OS paused for others looks many times slower.
+        times = sorted(self._per_item)
+        work = min(self._spent / n, times[len(times) // 4]) if times else self._spent / n
         own = max(0.0, elapsed - self._spent) / n
         first, self.decided = not self.decided, True
         self.restart(now)

@@ -442,8 +442,8 @@ def test_bad_num_proc_is_refused() -> None:
         D.MultiProcessMapDataZMQ(src, 2, inc, buffer_size="big")
 
 
-def test_auto_map_falls_back_in_process_and_keeps_order() -> None:
-    with _num_auto(slow_inc, 150) as df:
+def test_auto_map_falls_back_in_process_and_keeps_order(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _num_auto(slow_inc, 150) as df:
         df.reset_state()
         auto = df._auto
         out = []
@@ -451,13 +451,14 @@ def test_auto_map_falls_back_in_process_and_keeps_order() -> None:
         for dp in df:
             out.append(dp[0])
             if auto.parallel and len(out) >= 20 and not went_back:
-                auto.rates[0] = 1e9  # as if in-process had been measured faster
-                auto.window, auto.retry = 0.05, 600.0
+                auto.rates[0] = 1e9  # as if in-process had been measured far faster
+                auto.window = 0.05
                 went_back = True
-        assert out == list(range(1, 151))
-        assert went_back and not auto.parallel and df.worker_pids  # workers idle, kept
-        auto.rates.clear()
+        assert out == list(range(1, 151))  # whole and in order across the switches
+        assert went_back and df.worker_pids  # the workers were kept
         assert [dp[0] for dp in df] == list(range(1, 151))  # the next epoch is whole too
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("below the 1000000000/s" in m and "in-process" in m for m in messages)  # gave way
 
 
 def big_array(dp: list[int]) -> list[Any]:
