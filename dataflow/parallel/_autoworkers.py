@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ._autotune import WorkerPlan, logger
+from ._autotune import COPY_BYTES_PER_S, WorkerPlan, logger
 
 __all__ = ["AutoBuffer", "AutoWorkers"]
 
@@ -69,6 +69,8 @@ class AutoWorkers:
     def __init__(self, plan: WorkerPlan) -> None:
         self.plan = plan
         self.decided = False
+        #: bytes of large arrays in a result (the map's latest measure): workers copy them
+        self.result_bytes = 0.0
         #: datapoints/s per count (0: in-process): the median of its last 3 windows
         self.rates: dict[int, float] = {}
         self._history: dict[int, deque[float]] = {}
@@ -120,7 +122,8 @@ class AutoWorkers:
         first, self.decided = not self.decided, True
         self.restart(now)
         if self._measured(0, n / max(elapsed, 1e-9), now):
-            self.plan.decide(work, own, quiet=not first, avoid=self._avoid(now))
+            ship = self.result_bytes / COPY_BYTES_PER_S
+            self.plan.decide(work, own, quiet=not first, avoid=self._avoid(now), ship=ship)
             self._moved(0)
         return self.parallel
 

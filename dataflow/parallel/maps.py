@@ -282,6 +282,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         if tr is not None:
             tr.span(tr.stage_track(self), f"map in-process ({len(chunk)} datapoints)", t0, now)
         self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
+        if kind == msg.DATA and out:  # what sending a result would cost a worker (one of them)
+            auto.result_bytes = max(0, _large_bytes(out[0]))
         if auto.mapped_inline(len(chunk), now - t0, now):
             self._active = auto.plan.workers
             if self._pool is None:
@@ -341,21 +343,26 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
                 pool.close()
 
 
-def _has_large_buffer(results: list[Any]) -> bool:
-    """Whether pickling ``results`` gives a buffer that would travel through shared memory
-    (numpy arrays of 16 KiB and more; they are not copied here)."""
-    found = False
+def _large_bytes(obj: Any) -> int:
+    """Bytes of the buffers of ``obj`` that would travel through shared memory (numpy arrays
+    of 16 KiB and more; they are not copied here); -1 if ``obj`` cannot be pickled."""
+    total = 0
 
     def large(buf: pickle.PickleBuffer) -> bool:
-        nonlocal found
-        found = found or buf.raw().nbytes >= msg.OOB_MIN_BYTES
+        nonlocal total
+        n = buf.raw().nbytes
+        total += n if n >= msg.OOB_MIN_BYTES else 0
         return False  # out of band: not copied into the pickle
 
     try:
-        pickle.dumps(results, protocol=5, buffer_callback=large)
+        pickle.dumps(obj, protocol=5, buffer_callback=large)
     except Exception:  # unpicklable results fail in the workers, with a clear error
-        return True
-    return found
+        return -1
+    return total
+
+
+def _has_large_buffer(results: list[Any]) -> bool:
+    return _large_bytes(results) != 0
 
 
 def _not_str(stage: str, name: str, value: Any) -> Any:

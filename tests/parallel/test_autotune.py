@@ -90,6 +90,12 @@ def test_slow_map_uses_every_core() -> None:
     assert WorkerPlan("M", max_workers=4, cores=4).decide(work=0.004, own=1e-6) == 4
 
 
+def test_large_results_that_workers_must_copy_keep_the_map_in_process() -> None:
+    # 9.6 MB made in 2.5 ms; a worker also copies it into shared memory (2.4 ms at 4 GB/s)
+    assert WorkerPlan("M", max_workers=2, cores=2).decide(work=0.0025, own=1e-5, ship=0.0024) == 0
+    assert WorkerPlan("M", max_workers=2, cores=2).decide(work=0.0025, own=1e-5) == 2
+
+
 def test_worker_count_is_capped_by_max_workers() -> None:
     assert WorkerPlan("M", max_workers=2, cores=16).decide(work=0.004, own=1e-6) == 2
 
