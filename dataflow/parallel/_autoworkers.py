@@ -212,13 +212,15 @@ def _count(n: int) -> str:
 
 class AutoBuffer:
     """``buffer_size="auto"``: datapoints in flight. At most ``most`` (128 per worker that may
-    run), and, once results have been seen, no more than fit in ``budget_bytes`` at the
-    measured bytes per datapoint (large arrays: the shared-memory rings hold the results in
-    flight; a buffer that overflows them sends the arrays over the socket instead, slower),
-    but never fewer than :attr:`floor_per_worker` tasks (of ``unit`` datapoints: a batch of
-    ``MultiProcessMapAndBatchDataZMQ``) per worker, so none waits for a task."""
+    run) and :attr:`tasks_per_worker` tasks per worker; once results have been seen, no more
+    than fit in ``budget_bytes`` at the measured bytes per datapoint (large arrays: the
+    shared-memory rings hold the results in flight; a buffer that overflows them sends the
+    arrays over the socket instead, slower); never fewer than :attr:`floor_per_worker` tasks
+    (of ``unit`` datapoints: a batch of ``MultiProcessMapAndBatchDataZMQ``) per worker, so
+    none waits for a task."""
 
     floor_per_worker = 2
+    tasks_per_worker = 4
 
     def __init__(self, stage: str, most: int, budget_bytes: int, unit: int = 1) -> None:
         self.stage = stage
@@ -228,15 +230,16 @@ class AutoBuffer:
         self.current = most
         self.per_item: float | None = None  # bytes per datapoint (running estimate)
 
-    def observe(self, items: int, nbytes: int, workers: int) -> int | None:
-        """A result of ``items`` datapoints took ``nbytes``; the new buffer size, or ``None``
-        when it stays (changes under 25% are ignored: the estimate wobbles)."""
+    def observe(self, items: int, nbytes: int, workers: int, chunk: int = 0) -> int | None:
+        """A result of ``items`` datapoints took ``nbytes``, tasks now hold ``chunk``
+        datapoints; the new buffer size, or ``None`` when it stays (changes under 25% are
+        ignored: the estimate wobbles)."""
         if items <= 0 or nbytes < 0:
             return None
         sample = nbytes / items
         est = self.per_item
         self.per_item = est = sample if est is None else est + 0.25 * (sample - est)
-        want, cur = self.size(max(1, workers)), self.current
+        want, cur = self.size(max(1, workers), chunk), self.current
         if want == cur or abs(want - cur) < 0.25 * cur:
             return None
         logger.debug(
@@ -246,9 +249,14 @@ class AutoBuffer:
         self.current = want
         return want
 
-    def size(self, workers: int) -> int:
-        """The buffer for ``workers`` workers at the current estimate."""
-        if self.per_item is None or self.per_item <= 0:
-            return self.most
-        fit = int(self.budget / self.per_item)
-        return max(self.floor_per_worker * workers * self.unit, min(self.most, fit))
+    def size(self, workers: int, chunk: int = 0) -> int:
+        """The buffer for ``workers`` workers at the current estimate, when tasks hold
+        ``chunk`` datapoints (0: not known): at most :attr:`tasks_per_worker` tasks per worker
+        (more only queue behind a worker that the OS pauses, and an ordered map waits for
+        it), at most what fits the byte budget, at least the floor."""
+        most = self.most
+        if chunk > 0:
+            most = min(most, self.tasks_per_worker * chunk * workers)
+        if self.per_item is not None and self.per_item > 0:
+            most = min(most, int(self.budget / self.per_item))
+        return max(self.floor_per_worker * workers * self.unit, most)

@@ -106,9 +106,10 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             started. Decisions are logged at debug level on ``dataflow.autotune``.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer);
-            ``"auto"``: 128 per worker that may run, fewer for large results (as many as
-            half the shared memory holds, at the measured bytes per datapoint; at least 2
-            per worker).
+            ``"auto"``: 128 per worker that may run, but no more than 4 tasks per worker (a
+            slow map sends one datapoint per task: more would only queue behind a worker the
+            OS pauses), and fewer for large results (as many as half the shared memory
+            holds, at the measured bytes per datapoint); at least 2 tasks per worker.
         strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
@@ -288,6 +289,10 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             self._active = auto.plan.workers
             if self._pool is None:
                 self._start_pool(out if kind == msg.DATA else None)
+            abuf = self._abuf
+            if abuf is not None:  # sized for the tasks measured here before the first result
+                self.buffer_size = abuf.current = abuf.size(self._active, self._tuner.chunk)
+                self._tuner.cap = max(self._tuner.chunk, self.buffer_size // (2 * self._active))
             queued, self._inline = self._inline, deque()
             for task in queued:  # the tasks waiting here go to the workers too, in order
                 self._submit(*task)
@@ -319,7 +324,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             if new:  # 0: the next tasks are mapped here; the workers idle until needed again
                 self._active = new
         if abuf is not None and sizes:
-            size = abuf.observe(items, sizes[0], self._active)
+            size = abuf.observe(items, sizes[0], self._active, self._tuner.chunk)
             if size is not None:
                 self.buffer_size = size
                 self._tuner.cap = max(1, size // (2 * self._active))

@@ -378,6 +378,12 @@ def test_auto_buffer_keeps_two_batches_per_worker() -> None:
     assert AutoBuffer("M", most=8, budget_bytes=2**20, unit=64).most == 128
 
 
+def test_auto_buffer_holds_few_tasks_of_a_slow_map() -> None:
+    b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
+    assert b.observe(1, 100, workers=2, chunk=1) == 8  # one datapoint per task: 4 tasks per worker
+    assert b.observe(64, 6400, workers=2, chunk=64) == 256  # a cheap map's groups: the maximum
+
+
 def test_auto_buffer_keeps_its_maximum_for_small_results() -> None:
     b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
     assert b.observe(64, 64 * 100, workers=2) is None
