@@ -220,7 +220,7 @@ class AutoBuffer:
     none waits for a task."""
 
     floor_per_worker = 2
-    tasks_per_worker = 4
+    tasks_per_worker = 16
 
     def __init__(self, stage: str, most: int, budget_bytes: int, unit: int = 1) -> None:
         self.stage = stage

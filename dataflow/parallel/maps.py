@@ -106,7 +106,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             started. Decisions are logged at debug level on ``dataflow.autotune``.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer);
-            ``"auto"``: 128 per worker that may run, but no more than 4 tasks per worker (a
+            ``"auto"``: 128 per worker that may run, but no more than 16 tasks per worker (a
             slow map sends one datapoint per task: more would only queue behind a worker the
             OS pauses), and fewer for large results (as many as half the shared memory
             holds, at the measured bytes per datapoint); at least 2 tasks per worker.

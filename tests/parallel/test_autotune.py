@@ -380,7 +380,7 @@ def test_auto_buffer_keeps_two_batches_per_worker() -> None:
 
 def test_auto_buffer_holds_few_tasks_of_a_slow_map() -> None:
     b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
-    assert b.observe(1, 100, workers=2, chunk=1) == 8  # one datapoint per task: 4 tasks per worker
+    assert b.observe(1, 100, workers=2, chunk=1) == 32  # one datapoint per task: 16 tasks per worker
     assert b.observe(64, 6400, workers=2, chunk=64) == 256  # a cheap map's groups: the maximum
 
 
