@@ -19,7 +19,7 @@ machine with almost no messaging (``multiprocessing.Pool.map`` with one chunk pe
 
     pip install tensorpack==0.11 torch   # optional peers
     python benchmarks/mp_map.py [--items 600] [--ms 4] [--rounds 5] [--cold]
-    python benchmarks/mp_map.py --cheap [--items 100000] [--no-chunk1]
+    python benchmarks/mp_map.py --cheap [--items 100000] [--no-chunk1] [--threads]
 
 Target (issue 3): >= 1.9x the serial map.
 
@@ -176,6 +176,24 @@ def ours_chunk1(data: list, f: Callable, cold: bool) -> TimedContender:
     return ours(data, f, cold, "dataflow chunk=1", chunk=1)
 
 
+def threads(data: list, f: Callable, cold: bool, chunk: Any = "auto") -> TimedContender:
+    """``MultiThreadMapData(num_thread=2, ordered, strict)``: threads instead of processes."""
+    from dataflow import DataFromList, MultiThreadMapData
+
+    def make() -> Any:
+        src = DataFromList(data, shuffle=False)
+        df = MultiThreadMapData(src, NUM_PROC, f, strict=True, ordered=True, chunk=chunk)
+        df.reset_state()
+        return df
+
+    def run() -> tuple[int, float]:
+        n, seconds, df = _passes(make, cold, len(data))
+        df.close()
+        return n, seconds
+
+    return TimedContender(f"dataflow threads, chunk={chunk}", run)
+
+
 def tensorpack(data: list, f: Callable, cold: bool) -> TimedContender | None:
     try:
         with quiet_stdout():
@@ -282,6 +300,9 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="include worker start-up in the time")
     parser.add_argument("--no-chunk1", dest="chunk1", action="store_false",
                         help="--cheap: leave out the slow 'dataflow chunk=1' row")
+    parser.add_argument("--threads", action="store_true",
+                        help="--cheap: the thread map (MultiThreadMapData) with chunk='auto' and chunk=1 "
+                        "instead of the process maps")
     args = parser.parse_args()
     if args.cheap:
         cheap(args)
@@ -314,8 +335,12 @@ def cheap(args: argparse.Namespace) -> None:
     """The trivial map over many small datapoints: the map's own cost, vs tensorpack."""
     items = args.items or 100_000
     data = [[i, np.float32(i)] for i in range(items)]
-    made = [g(data, trivial, args.cold) for g in (serial, ours, ours_chunk1, tensorpack)
-            if g is not ours_chunk1 or args.chunk1]
+    if args.threads:
+        made = [serial(data, trivial, args.cold), threads(data, trivial, args.cold, 1),
+                threads(data, trivial, args.cold)]
+    else:
+        made = [g(data, trivial, args.cold) for g in (serial, ours, ours_chunk1, tensorpack)
+                if g is not ours_chunk1 or args.chunk1]
     results, quiet = run_timed_rounds([c for c in made if c is not None], rounds=args.rounds)
     timing = "worker start-up included" if args.cold else "second pass timed (worker start-up excluded)"
     print(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "AUTO_BUFFER_PER_WORKER",
+    "COPY_BYTES_PER_S",
     "WORKER_BYTES",
     "ChunkTuner",
     "WorkerPlan",
@@ -128,26 +129,32 @@ class WorkerPlan:
     margin: float = 1.25
     workers: int = 0
 
-    def predicted_rate(self, n: int, work: float, own: float) -> float:
-        """Datapoints per second with ``n`` workers (0: in-process) under the model above."""
+    def predicted_rate(self, n: int, work: float, own: float, ship: float = 0.0) -> float:
+        """Datapoints per second with ``n`` workers (0: in-process) under the model above;
+        ``ship``: a worker's extra seconds per datapoint to send its result (copying large
+        arrays into shared memory), on top of ``work``."""
         if n == 0:
             return 1.0 / max(own + work, 1e-9)
         consumer = own + self.transport
+        work = work + ship
         rate = min(1.0 / max(consumer, 1e-9), n / max(work, 1e-9))
         free = self.cores - consumer * rate  # cores left to the workers at that rate
         if n > free:  # workers and consumer share the cores: scale the workers' part down
             rate = min(rate, max(free, 0.1) / max(work, 1e-9))
         return rate
 
-    def decide(self, work: float, own: float, quiet: bool = False, avoid: Collection[int] = ()) -> int:
+    def decide(
+        self, work: float, own: float, quiet: bool = False, avoid: Collection[int] = (), ship: float = 0.0
+    ) -> int:
         """The worker count for a map costing ``work`` s per datapoint when the consumer's own
-        part costs ``own`` s per datapoint (both measured in-process); sets :attr:`workers`.
+        part costs ``own`` s per datapoint (both measured in-process) and a worker needs
+        ``ship`` s more per datapoint to send its result; sets :attr:`workers`.
         ``quiet``: log only if the decision differs from the current one. Counts in
         ``avoid`` (they were measured slower than the alternative lately) are not chosen."""
         serial = self.predicted_rate(0, work, own)
         best, best_rate = 0, serial
         for n in range(1, self.max_workers + 1):
-            rate = self.predicted_rate(n, work, own)
+            rate = self.predicted_rate(n, work, own, ship)
             if rate > best_rate * 1.02 and n not in avoid:  # a worker more must be worth it
                 best, best_rate = n, rate
         if best and best_rate < serial * self.margin:
@@ -156,9 +163,10 @@ class WorkerPlan:
         if quiet and not changed:
             return best
         logger.debug(
-            "%s: %s (map %.1f us/datapoint, consumer %.1f us/datapoint; predicted %.0f/s vs "
-            "%.0f/s in-process; up to %d workers on %d cores%s)",
+            "%s: %s (map %.1f us/datapoint, consumer %.1f us/datapoint, sending a result %.1f us; "
+            "predicted %.0f/s vs %.0f/s in-process; up to %d workers on %d cores%s)",
             self.stage, f"{best} worker(s)" if best else "maps in-process", work * 1e6, own * 1e6,
+            ship * 1e6,
             best_rate, serial, self.max_workers, self.cores,
             f"; not {sorted(avoid)}: measured slower lately" if avoid else "",
         )
@@ -186,6 +194,9 @@ class WorkerPlan:
         return self.workers
 
 
+#: bytes per second a worker copies a result's large arrays into shared memory (a modest
+#: machine's memcpy; used to price sending large results, which workers do and ``.map`` does not)
+COPY_BYTES_PER_S = 4e9
 #: datapoints in flight per worker when ``buffer_size="auto"``: room for two full tasks of
 #: the largest automatic chunk (64) per worker, so no worker waits for its next task
 AUTO_BUFFER_PER_WORKER = 128

@@ -18,16 +18,19 @@ is compared with the rate of the old count: **a move that lost** (under
 :attr:`AutoWorkers.keep` of it) **is undone**, and the losing count is not tried again for
 :attr:`AutoWorkers.retry` seconds (doubling after each further loss, up to
 :attr:`AutoWorkers.retry_max`). Parallel rates are also compared with the in-process rate:
-workers that fall below it (the load rose) give way to the in-process map. So the map does
-not stay clearly below its serial rate for longer than a trial, plus a trial per retry,
-whatever the model said.
+workers that fall clearly below it (the load rose) give way to the in-process map — which
+then has to deliver at least the workers' last rate in its own trial, or the workers come
+back (a fallback goes against the model, so it must prove itself; the thresholds differ so
+that rates swinging with the others' load do not flip the map back and forth). So the map
+does not stay clearly below its serial rate for longer than a trial, plus a trial per
+retry, whatever the model said.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from ._autotune import WorkerPlan, logger
+from ._autotune import COPY_BYTES_PER_S, WorkerPlan, logger
 
 __all__ = ["AutoBuffer", "AutoWorkers"]
 
@@ -66,17 +69,21 @@ class AutoWorkers:
     def __init__(self, plan: WorkerPlan) -> None:
         self.plan = plan
         self.decided = False
+        #: bytes of large arrays in a result (the map's latest measure): workers copy them
+        self.result_bytes = 0.0
         #: datapoints/s per count (0: in-process): the median of its last 3 windows
         self.rates: dict[int, float] = {}
         self._history: dict[int, deque[float]] = {}
         self._settle = 0  # windows still to skip after a move
         self._from: int | None = None  # the count before the last move, until it is judged
         self._trial: list[float] = []  # rates of the windows since the move (after settling)
+        self._need = self.keep  # the fraction of the old rate the move must deliver
         self._until: dict[int, float] = {}  # count -> not tried before this instant
         self._losses: dict[int, int] = {}
         self._start: float | None = None
         self._items = 0
         self._spent = 0.0  # map time (in-process) or waiting time (parallel) in the window
+        self._per_item: list[float] = []  # map seconds per datapoint of each in-process group
 
     @property
     def parallel(self) -> bool:
@@ -85,6 +92,7 @@ class AutoWorkers:
     def restart(self, now: float) -> None:
         """A new measuring window begins (start of a pass, workers just started)."""
         self._start, self._items, self._spent = now, 0, 0.0
+        self._per_item = []
 
     def _window(self, items: int, spent: float, now: float) -> float:
         if self._start is None:
@@ -97,6 +105,8 @@ class AutoWorkers:
         """A task of ``items`` datapoints was mapped in-process in ``busy`` s; ``True`` when the
         map should now go to :attr:`WorkerPlan.workers` worker processes."""
         elapsed = self._window(items, busy, now)
+        if items > 0:
+            self._per_item.append(busy / items)
         n = self._items
         if self.decided:
             ripe = elapsed >= self.window
@@ -104,12 +114,16 @@ class AutoWorkers:
             ripe = n >= self.probe_items and elapsed >= self.probe_seconds
         if not ripe or n == 0:
             return False
-        work = self._spent / n
+        # The map's cost: the lower quartile of the groups' times, not their mean: on a
+        # loaded machine a group that the OS paused for others looks many times slower.
+        times = sorted(self._per_item)
+        work = min(self._spent / n, times[len(times) // 4]) if times else self._spent / n
         own = max(0.0, elapsed - self._spent) / n
         first, self.decided = not self.decided, True
         self.restart(now)
         if self._measured(0, n / max(elapsed, 1e-9), now):
-            self.plan.decide(work, own, quiet=not first, avoid=self._avoid(now))
+            ship = self.result_bytes / COPY_BYTES_PER_S
+            self.plan.decide(work, own, quiet=not first, avoid=self._avoid(now), ship=ship)
             self._moved(0)
         return self.parallel
 
@@ -133,9 +147,10 @@ class AutoWorkers:
                     self.plan.stage, before, mine, serial, self._until[before] - now,
                 )
                 self.plan.workers = 0
+                self._moved(before, need=1.0)  # against the model: in-process must prove itself
             else:
                 self.plan.adjust(wait_fraction, avoid=self._avoid(now))
-            self._moved(before)
+                self._moved(before)
         after = self.plan.workers
         return after if after != before else None
 
@@ -159,7 +174,7 @@ class AutoWorkers:
         verdict = sum(self._trial) / len(self._trial)
         self._trial, self._from = [], None
         before = self.rates.get(came_from)
-        if before is None or verdict >= self.keep * before:
+        if before is None or verdict >= self._need * before:
             self._losses.pop(count, None)  # it held its own: tried again at once next time
             return True
         self._lost(count, now)
@@ -170,6 +185,8 @@ class AutoWorkers:
             _count(count), self._until[count] - now,
         )
         self.plan.workers = came_from
+        self._until.pop(came_from, None)  # it proved the better one: no longer held back
+        self._losses.pop(came_from, None)
         self._settle = 1
         return False
 
@@ -180,9 +197,12 @@ class AutoWorkers:
     def _avoid(self, now: float) -> set[int]:
         return {c for c, until in self._until.items() if until > now}
 
-    def _moved(self, before: int) -> None:
+    def _moved(self, before: int, need: float | None = None) -> None:
+        """A move from ``before`` was made: judged after settling, over a trial, where it
+        must deliver ``need`` (default :attr:`keep`) of ``before``'s rate to stay."""
         if self.plan.workers != before:
-            self._from, self._trial = before, []  # judged after settling, over a trial
+            self._from, self._trial = before, []
+            self._need = self.keep if need is None else need
             self._settle = 1
 
 
@@ -192,13 +212,15 @@ def _count(n: int) -> str:
 
 class AutoBuffer:
     """``buffer_size="auto"``: datapoints in flight. At most ``most`` (128 per worker that may
-    run), and, once results have been seen, no more than fit in ``budget_bytes`` at the
-    measured bytes per datapoint (large arrays: the shared-memory rings hold the results in
-    flight; a buffer that overflows them sends the arrays over the socket instead, slower),
-    but never fewer than :attr:`floor_per_worker` tasks (of ``unit`` datapoints: a batch of
-    ``MultiProcessMapAndBatchDataZMQ``) per worker, so none waits for a task."""
+    run) and :attr:`tasks_per_worker` tasks per worker; once results have been seen, no more
+    than fit in ``budget_bytes`` at the measured bytes per datapoint (large arrays: the
+    shared-memory rings hold the results in flight; a buffer that overflows them sends the
+    arrays over the socket instead, slower); never fewer than :attr:`floor_per_worker` tasks
+    (of ``unit`` datapoints: a batch of ``MultiProcessMapAndBatchDataZMQ``) per worker, so
+    none waits for a task."""
 
     floor_per_worker = 2
+    tasks_per_worker = 16
 
     def __init__(self, stage: str, most: int, budget_bytes: int, unit: int = 1) -> None:
         self.stage = stage
@@ -208,15 +230,16 @@ class AutoBuffer:
         self.current = most
         self.per_item: float | None = None  # bytes per datapoint (running estimate)
 
-    def observe(self, items: int, nbytes: int, workers: int) -> int | None:
-        """A result of ``items`` datapoints took ``nbytes``; the new buffer size, or ``None``
-        when it stays (changes under 25% are ignored: the estimate wobbles)."""
+    def observe(self, items: int, nbytes: int, workers: int, chunk: int = 0) -> int | None:
+        """A result of ``items`` datapoints took ``nbytes``, tasks now hold ``chunk``
+        datapoints; the new buffer size, or ``None`` when it stays (changes under 25% are
+        ignored: the estimate wobbles)."""
         if items <= 0 or nbytes < 0:
             return None
         sample = nbytes / items
         est = self.per_item
         self.per_item = est = sample if est is None else est + 0.25 * (sample - est)
-        want, cur = self.size(max(1, workers)), self.current
+        want, cur = self.size(max(1, workers), chunk), self.current
         if want == cur or abs(want - cur) < 0.25 * cur:
             return None
         logger.debug(
@@ -226,9 +249,14 @@ class AutoBuffer:
         self.current = want
         return want
 
-    def size(self, workers: int) -> int:
-        """The buffer for ``workers`` workers at the current estimate."""
-        if self.per_item is None or self.per_item <= 0:
-            return self.most
-        fit = int(self.budget / self.per_item)
-        return max(self.floor_per_worker * workers * self.unit, min(self.most, fit))
+    def size(self, workers: int, chunk: int = 0) -> int:
+        """The buffer for ``workers`` workers at the current estimate, when tasks hold
+        ``chunk`` datapoints (0: not known): at most :attr:`tasks_per_worker` tasks per worker
+        (more only queue behind a worker that the OS pauses, and an ordered map waits for
+        it), at most what fits the byte budget, at least the floor."""
+        most = self.most
+        if chunk > 0:
+            most = min(most, self.tasks_per_worker * chunk * workers)
+        if self.per_item is not None and self.per_item > 0:
+            most = min(most, int(self.budget / self.per_item))
+        return max(self.floor_per_worker * workers * self.unit, most)

@@ -107,9 +107,10 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             started. Decisions are logged at debug level on ``dataflow.autotune``.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer);
-            ``"auto"``: 128 per worker that may run, fewer for large results (as many as
-            half the shared memory holds, at the measured bytes per datapoint; at least 2
-            per worker).
+            ``"auto"``: 128 per worker that may run, but no more than 16 tasks per worker (a
+            slow map sends one datapoint per task: more would only queue behind a worker the
+            OS pauses), and fewer for large results (as many as half the shared memory
+            holds, at the measured bytes per datapoint); at least 2 tasks per worker.
         strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
@@ -283,10 +284,16 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         if tr is not None:
             tr.span(tr.stage_track(self), f"map in-process ({len(chunk)} datapoints)", t0, now)
         self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
+        if kind == msg.DATA and out:  # what sending a result would cost a worker (one of them)
+            auto.result_bytes = max(0, _large_bytes(out[0]))
         if auto.mapped_inline(len(chunk), now - t0, now):
             self._active = auto.plan.workers
             if self._pool is None:
                 self._start_pool(out if kind == msg.DATA else None)
+            abuf = self._abuf
+            if abuf is not None:  # sized for the tasks measured here before the first result
+                self.buffer_size = abuf.current = abuf.size(self._active, self._tuner.chunk)
+                self._tuner.cap = max(self._tuner.chunk, self.buffer_size // (2 * self._active))
             queued, self._inline = self._inline, deque()
             for task in queued:  # the tasks waiting here go to the workers too, in order
                 self._submit(*task)
@@ -318,7 +325,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             if new:  # 0: the next tasks are mapped here; the workers idle until needed again
                 self._active = new
         if abuf is not None and sizes:
-            size = abuf.observe(items, sizes[0], self._active)
+            size = abuf.observe(items, sizes[0], self._active, self._tuner.chunk)
             if size is not None:
                 self.buffer_size = size
                 self._tuner.cap = max(1, size // (2 * self._active))
@@ -350,21 +357,26 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
                 pool.close()
 
 
-def _has_large_buffer(results: list[Any]) -> bool:
-    """Whether pickling ``results`` gives a buffer that would travel through shared memory
-    (numpy arrays of 16 KiB and more; they are not copied here)."""
-    found = False
+def _large_bytes(obj: Any) -> int:
+    """Bytes of the buffers of ``obj`` that would travel through shared memory (numpy arrays
+    of 16 KiB and more; they are not copied here); -1 if ``obj`` cannot be pickled."""
+    total = 0
 
     def large(buf: pickle.PickleBuffer) -> bool:
-        nonlocal found
-        found = found or buf.raw().nbytes >= msg.OOB_MIN_BYTES
+        nonlocal total
+        n = buf.raw().nbytes
+        total += n if n >= msg.OOB_MIN_BYTES else 0
         return False  # out of band: not copied into the pickle
 
     try:
-        pickle.dumps(results, protocol=5, buffer_callback=large)
+        pickle.dumps(obj, protocol=5, buffer_callback=large)
     except Exception:  # unpicklable results fail in the workers, with a clear error
-        return True
-    return found
+        return -1
+    return total
+
+
+def _has_large_buffer(results: list[Any]) -> bool:
+    return _large_bytes(results) != 0
 
 
 def _not_str(stage: str, name: str, value: Any) -> Any:

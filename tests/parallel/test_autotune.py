@@ -90,6 +90,12 @@ def test_slow_map_uses_every_core() -> None:
     assert WorkerPlan("M", max_workers=4, cores=4).decide(work=0.004, own=1e-6) == 4
 
 
+def test_large_results_that_workers_must_copy_keep_the_map_in_process() -> None:
+    # 9.6 MB made in 2.5 ms; a worker also copies it into shared memory (2.4 ms at 4 GB/s)
+    assert WorkerPlan("M", max_workers=2, cores=2).decide(work=0.0025, own=1e-5, ship=0.0024) == 0
+    assert WorkerPlan("M", max_workers=2, cores=2).decide(work=0.0025, own=1e-5) == 2
+
+
 def test_worker_count_is_capped_by_max_workers() -> None:
     assert WorkerPlan("M", max_workers=2, cores=16).decide(work=0.004, own=1e-6) == 2
 
@@ -324,6 +330,22 @@ def test_in_process_that_loses_to_the_workers_it_replaced_is_undone() -> None:
     assert a.parallel and 0 in a._avoid(t)
 
 
+def test_a_fallback_in_process_must_match_the_workers_it_replaced() -> None:
+    a = _auto()
+    t = _parallel_after_probe(a)  # in-process: 200/s
+    t, out = _windows(a, t, [380, 380])
+    a.rates[0] = 1e9  # as if in-process had been measured far faster
+    t, out = _windows(a, t, [380])
+    assert out == [0]
+    a.restart(t)
+    went = []
+    while len(went) < 3 * 100:  # settling, then a trial at 320/s: 84% of the workers' rate
+        t += 0.00625
+        went.append(a.mapped_inline(2, 0.0062, t))
+    assert any(went) and a.parallel  # not enough for a move against the model: workers again
+    assert 2 not in a._avoid(t)
+
+
 def test_a_losing_extra_worker_is_undone() -> None:
     a = _auto(most=3, cores=4)
     a.plan.workers = 2
@@ -354,6 +376,12 @@ def test_auto_buffer_keeps_two_batches_per_worker() -> None:
     assert b.observe(64, 64 * 2**20, workers=2) is None  # 1 MiB per datapoint: the floor holds
     assert b.size(2) == 256 and b.size(3) == 384
     assert AutoBuffer("M", most=8, budget_bytes=2**20, unit=64).most == 128
+
+
+def test_auto_buffer_holds_few_tasks_of_a_slow_map() -> None:
+    b = AutoBuffer("M", most=256, budget_bytes=128 * 2**20)
+    assert b.observe(1, 100, workers=2, chunk=1) == 32  # one datapoint per task: 16 tasks per worker
+    assert b.observe(64, 6400, workers=2, chunk=64) == 256  # a cheap map's groups: the maximum
 
 
 def test_auto_buffer_keeps_its_maximum_for_small_results() -> None:
@@ -426,8 +454,8 @@ def test_bad_num_proc_is_refused() -> None:
         D.MultiProcessMapDataZMQ(src, 2, inc, buffer_size="big")
 
 
-def test_auto_map_falls_back_in_process_and_keeps_order() -> None:
-    with _num_auto(slow_inc, 150) as df:
+def test_auto_map_falls_back_in_process_and_keeps_order(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"), _num_auto(slow_inc, 150) as df:
         df.reset_state()
         auto = df._auto
         out = []
@@ -435,13 +463,14 @@ def test_auto_map_falls_back_in_process_and_keeps_order() -> None:
         for dp in df:
             out.append(dp[0])
             if auto.parallel and len(out) >= 20 and not went_back:
-                auto.rates[0] = 1e9  # as if in-process had been measured faster
-                auto.window, auto.retry = 0.05, 600.0
+                auto.rates[0] = 1e9  # as if in-process had been measured far faster
+                auto.window = 0.05
                 went_back = True
-        assert out == list(range(1, 151))
-        assert went_back and not auto.parallel and df.worker_pids  # workers idle, kept
-        auto.rates.clear()
+        assert out == list(range(1, 151))  # whole and in order across the switches
+        assert went_back and df.worker_pids  # the workers were kept
         assert [dp[0] for dp in df] == list(range(1, 151))  # the next epoch is whole too
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("below the 1000000000/s" in m and "in-process" in m for m in messages)  # gave way
 
 
 def big_array(dp: list[int]) -> list[Any]:
