@@ -2,8 +2,10 @@
 
 - :class:`LMDBSerializer` / :class:`LMDBData` / :class:`LMDBDataDecoder` — LMDB (random
   access, shuffling, larger than memory); needs ``pip install "dataflow-ml[lmdb]"``.
-- :class:`TFRecordSerializer` / :class:`TFRecordData` — TFRecord files, read and written in
-  pure Python (TensorFlow can read them too); fast CRCs with ``google-crc32c``.
+- :class:`TFRecordSerializer` / :class:`TFRecordData` — TFRecord files, read and written
+  without TensorFlow (which reads ours as they are), an index file beside each for ``len``
+  and random access, and ``tf.train.Example`` records parsed with ``protobuf``
+  (``decode="example"``, ``pip install "dataflow-ml[tfrecord]"``).
 - :class:`NumpySerializer` — one ``.npz`` file, whole dataset in memory, no pickle.
 - :class:`HDF5Serializer` / :class:`HDF5Data` — one HDF5 dataset per component; needs
   ``pip install "dataflow-ml[hdf5]"``.

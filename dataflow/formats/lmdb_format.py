@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 from .. import codec
@@ -254,88 +253,6 @@ class LMDBDataDecoder(ProxyDataFlow):
                 yield dp
 
 
-class _SerializedLMDB(LMDBData):
-    """The databases :meth:`LMDBSerializer.save` writes (or tensorpack's LMDBSerializer
-    wrote), yielding decoded datapoints."""
-
-    _stage = "LMDBSerializer.load"
-
-    def __init__(self, path: PathType, shuffle: bool, seed: int | None, allow_pickle: bool) -> None:
-        super().__init__(path, shuffle=shuffle, seed=seed)
-        self._allow_pickle = bool(allow_pickle)
-        self._tensorpack = False
-
-    def _check_kind(self, tensorpack: bool) -> None:
-        self._tensorpack = self._count is None and tensorpack
-        if self._count is None and not tensorpack:
-            raise FormatError(
-                f"{self._stage}: {self._path} was written neither by LMDBSerializer (no "
-                f"{META_KEY!r} entry) nor by tensorpack's (no {TENSORPACK_KEYS!r}); read its raw "
-                f"entries with LMDBData"
-            )
-
-    def _decoded_tensorpack(self, items: Iterator[list[Any]]) -> Iterator[Any]:
-        """tensorpack's values (its own keys, msgpack or pickle): see tensorpack_decode."""
-        from .tensorpack_decode import loads_tensorpack
-
-        allow, where = self._allow_pickle, f"{self._stage}: {self._path}"
-        for k, v in items:
-            yield loads_tensorpack(v, allow_pickle=allow, where=f"{where}, key {bytes(k)!r}")
-
-    _buffers = True  # values are decoded (copied) before the next entry is read
-
-    def _in_key_order(self, env: Any, positions: Iterator[int], start: int) -> Iterator[Any]:
-        """Decoded values in key order from position ``start``: our keys ``b"%010d" % i`` sort
-        before the metadata key, and the metadata's count equals the number of other entries
-        (checked by ``reset_state()``), so the cursor starts at the position's key and
-        yields values only, one per position, decoded by C-level iterators (no Python frame
-        per entry)."""
-        if self._tensorpack:
-            yield from self._decoded_tensorpack(super()._in_key_order(env, positions, start))
-            return
-        loads, CodecError = codec.loads, codec.CodecError
-        with env.begin(buffers=True) as txn:
-            cur = txn.cursor()
-            if not cur.set_range(data_key(start)):
-                return
-            values = map(itemgetter(1), zip(positions, cur.iternext(keys=False, values=True)))
-            try:
-                yield from map(loads, values)
-            except CodecError as e:
-                raise self._undecodable(bytes(cur.key()), e) from e
-            except self._lmdb_error as e:
-                raise self._damaged(e) from e
-
-    def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[Any]:
-        if self._tensorpack:
-            yield from self._decoded_tensorpack(super()._by_index(env, indices))
-            return
-        keys = self._key_list()
-        loads, CodecError = codec.loads, codec.CodecError
-        with env.begin(buffers=True) as txn:
-            get = txn.get
-            k = b""
-            try:
-                for i in indices:
-                    k = keys[i]
-                    v = get(k)
-                    if v is None:
-                        raise FormatError(
-                            f"{self._stage}: {self._path}: the database lists key {k!r} but "
-                            f"holds no value for it; the file is damaged"
-                        )
-                    yield loads(v)  # copies out of the read-only map view
-            except CodecError as e:
-                raise self._undecodable(k, e) from e
-            except self._lmdb_error as e:
-                raise self._damaged(e) from e
-
-    def _undecodable(self, key: bytes, e: Exception) -> Exception:
-        return codec.CodecError(
-            f"LMDBSerializer: {self._path}: the value of key {bytes(key)!r} cannot be decoded ({e})"
-        )
-
-
 class LMDBSerializer:
     """Save a flow to an LMDB database and load it back (tensorpack's API).
 
@@ -408,4 +325,6 @@ class LMDBSerializer:
         ``allow_pickle=True``, like :func:`numpy.load` (see
         :mod:`dataflow.formats.tensorpack_decode`). Other databases are refused with
         :class:`~dataflow.FormatError` (read those with :class:`LMDBData`)."""
-        return _SerializedLMDB(path, shuffle=shuffle, seed=seed, allow_pickle=allow_pickle)
+        from ._lmdb_decoded import SerializedLMDB
+
+        return SerializedLMDB(path, shuffle=shuffle, seed=seed, allow_pickle=allow_pickle)

@@ -327,6 +327,19 @@ def test_writer_survives_short_writes(tmp_path: Path, monkeypatch: pytest.Monkey
     assert [(dp[0], len(dp[1])) for dp in df] == [(0, 0), (1, 40_000), (2, 80_000)]
 
 
+def test_save_replaces_a_stale_index_and_readers_pickle(tmp_path: Path) -> None:
+    import pickle
+
+    path = tmp_path / "t.tfrecord"
+    Path(str(path) + ".index").write_bytes(b"left over from a killed save")
+    TFRecordSerializer.save(DataFromList([[1], [2], [3]], shuffle=False), str(path))
+    for df in (TFRecordSerializer.load(str(path)), TFRecordSerializer.load(str(path), shuffle=True, seed=2)):
+        copy = pickle.loads(pickle.dumps(df))  # what spawned workers receive
+        assert type(copy) is type(df) and len(copy) == 3
+        copy.reset_state()
+        assert sorted(dp[0] for dp in copy) == [1, 2, 3]
+
+
 def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="path must be"):
         TFRecordData(42)  # type: ignore[arg-type]
