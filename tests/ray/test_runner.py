@@ -4,7 +4,9 @@ pass over the data; errors and dead workers are clear; close() leaves no actor."
 from __future__ import annotations
 
 import functools
+import time
 
+import psutil
 import pytest
 
 from dataflow import DataFromList, MapData
@@ -91,6 +93,22 @@ def test_an_error_in_the_flow_is_raised_as_the_users_type() -> None:
         df.close()
 
 
+def kill(df: RayRunner, worker: int) -> None:
+    """``ray.kill`` the worker and wait until its process has exited: the kill is
+    asynchronous, and a pull sent before the process is gone may still be served."""
+    pid = df.worker_pids[worker]
+    ray.kill(df.actors[worker])
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        assert time.monotonic() < deadline, f"worker {worker} (pid {pid}) still runs 60 s after ray.kill"
+        time.sleep(0.05)
+
+
 def merged(shards: list[list], chunk: int) -> list:
     """The round-robin merge, chunk by chunk, of equal-length shard streams."""
     out: list = []
@@ -107,19 +125,21 @@ def test_killed_sharded_worker_resumes_its_shard_from_its_snapshot() -> None:
     for i in range(2):  # the reference: each shard read here, two passes
         shard = flow.shard(2, i)
         shard.reset_state()
-        local.append([list(shard) for _ in range(2)])
-    expected = [merged([local[0][e], local[1][e]], 4) for e in range(2)]
+        local.append([list(shard) for _ in range(3)])
+    expected = [merged([local[0][e], local[1][e]], 4) for e in range(3)]
     df = RayRunner(flow, 2, shard=True, chunk=4, snapshot_every=2, timeout=60)
     df.reset_state()
     try:
         first_pids, first_actors = df.worker_pids, df.actors
         got = []
-        for e, kill_at in enumerate([13, 30]):  # worker 1 mid-pass, then worker 0 late in a pass
+        # worker 1 mid-pass, then worker 0 late in a pass; the third pass needs the replacement
+        # even if the second one's last pulls were served before the kill
+        for e, kill_at in enumerate([13, 30, None]):
             epoch = []
             for i, dp in enumerate(df):
                 epoch.append(dp)
                 if i == kill_at:
-                    ray.kill(df.actors[1 - e])
+                    kill(df, 1 - e)
             got.append(epoch)
         assert got == expected  # nothing lost or repeated, same order
         assert all(a != b for a, b in zip(df.worker_pids, first_pids))  # both were replaced
@@ -139,8 +159,8 @@ def test_killed_copy_is_replayed_from_its_start_without_snapshots() -> None:
             epoch = []
             for i, dp in enumerate(df):
                 epoch.append(dp[0])
-                if (e, i) == (2, 5):
-                    ray.kill(df.actors[0])
+                if (e, i) == (1, 2):  # worker 0 still owes 4 pulls, at most 2 in flight
+                    kill(df, 0)
             epochs.append(epoch)
         assert df.worker_pids[0] != first_pid
     finally:
@@ -157,7 +177,7 @@ def test_a_dead_worker_beyond_max_restarts_is_a_clear_error() -> None:
         with pytest.raises(WorkerDied, match=r"Ray worker 1 .* died.*max_restarts=0"):
             for i, _ in enumerate(df):
                 if i == 3:
-                    ray.kill(df.actors[1])
+                    kill(df, 1)
     finally:
         df.close()
 

@@ -31,10 +31,15 @@ def _send(progress: Any, tmp_path: Path) -> None:
     thread = threading.Thread(target=lambda: got.extend(recv))
     thread.start()
     try:
-        assert send_dataflow_zmq(_flow(), addr, progress=progress) == 40
+        try:
+            assert send_dataflow_zmq(_flow(), addr, progress=progress) == 40
+        except BaseException:  # refused before sending: end the receiver's stream, not wait 60 s
+            send_dataflow_zmq(DataFromList([[None, -1]]), addr, progress=False)
+            raise
     finally:
         thread.join(timeout=90)
         recv.close()
+    assert not thread.is_alive()
     assert [dp[1] for dp in got] == list(range(40))
 
 
