@@ -15,6 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import closing
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dataflow.base import DataFlow
 
 DEMO = "dataflow.tools.demo:demo_pipeline"
 
@@ -43,128 +48,131 @@ def _version() -> str:
     return f"dataflow-ml {__version__} (python {platform.python_version()}, numpy {numpy.__version__})"
 
 
+#: each command: (its help, its description, --pipeline's help, (--size, its help), (--warmup, its help))
+_COMMANDS: dict[str, tuple[str, str, str, tuple[int, str], tuple[int, str]]] = {
+    "bench": (
+        "measure the throughput of a pipeline",
+        "Measure how many datapoints per second a pipeline produces.",
+        "a function returning the DataFlow to measure, e.g. mypkg.data:train_flow "
+        f"(default: the built-in demo, {DEMO})",
+        (1000, "datapoints to time"),
+        (10, "datapoints to draw before timing"),
+    ),
+    "profile": (
+        "time each stage of a pipeline; optionally write a Chrome trace",
+        "Time each stage of a pipeline's in-process chain, name the slowest, and with --trace "
+        "write a Chrome trace (Perfetto / chrome://tracing): one track per stage and worker.",
+        f"a function returning the DataFlow to profile (default: {DEMO})",
+        (2000, "datapoints to time"),
+        (100, "datapoints drawn first"),
+    ),
+    "tune": (
+        "search the best num_proc/buffer_size of a pipeline's process maps",
+        "Time a pipeline's process maps with num_proc/buffer_size 'auto' and a grid of fixed "
+        "values; print the rates, the best configuration and its per-stage times.",
+        "a function building a fresh DataFlow on every call",
+        (2000, "datapoints timed per configuration"),
+        (100, "datapoints drawn first, untimed"),
+    ),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m dataflow", description="Tools for dataflow pipelines.")
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    bench = sub.add_parser(
-        "bench",
-        help="measure the throughput of a pipeline",
-        description="Measure how many datapoints per second a pipeline produces.",
-    )
-    bench.add_argument(
-        "--pipeline",
-        default=DEMO,
-        metavar="MODULE:FUNCTION",
-        help="a function returning the DataFlow to measure, e.g. mypkg.data:train_flow "
-        f"(default: the built-in demo, {DEMO})",
-    )
-    bench.add_argument(
-        "--size", type=_count(1), default=1000, help="datapoints to time (default: %(default)s)"
-    )
-    bench.add_argument(
-        "--warmup", type=_count(0), default=10, help="datapoints to draw before timing (default: %(default)s)"
-    )
-    bench.add_argument(
+    cmds = {}
+    for name, (help_, description, pipeline, size, warmup) in _COMMANDS.items():
+        cmd = cmds[name] = sub.add_parser(name, help=help_, description=description)
+        cmd.add_argument("--pipeline", default=DEMO, metavar="MODULE:FUNCTION", help=pipeline)
+        cmd.add_argument("--size", type=_count(1), default=size[0], help=f"{size[1]} (default: %(default)s)")
+        cmd.add_argument(
+            "--warmup", type=_count(0), default=warmup[0], help=f"{warmup[1]} (default: %(default)s)"
+        )
+        if name != "tune":
+            cmd.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    cmds["bench"].add_argument(
         "--profile", action="store_true", help="also print the time spent in each stage and name the slowest"
     )
-    bench.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    prof = sub.add_parser(
-        "profile",
-        help="time each stage of a pipeline; optionally write a Chrome trace",
-        description="Time each stage of a pipeline's in-process chain, name the slowest, and with "
-        "--trace write a Chrome trace (Perfetto / chrome://tracing): one track per stage and worker.",
+    cmds["profile"].add_argument(
+        "--trace", metavar="OUT.json", default=None, help="write a Chrome trace-event JSON file"
     )
-    prof.add_argument("--pipeline", default=DEMO, metavar="MODULE:FUNCTION",
-                      help=f"a function returning the DataFlow to profile (default: {DEMO})")
-    prof.add_argument("--size", type=_count(1), default=2000,
-                      help="datapoints to time (default: %(default)s)")
-    prof.add_argument("--warmup", type=_count(0), default=100,
-                      help="datapoints drawn first (default: %(default)s)")
-    prof.add_argument("--trace", metavar="OUT.json", default=None,
-                      help="write a Chrome trace-event JSON file")
-    prof.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    tune = sub.add_parser(
-        "tune",
-        help="search the best num_proc/buffer_size of a pipeline's process maps",
-        description="Time a pipeline's process maps with num_proc/buffer_size 'auto' and a grid "
-        "of fixed values; print the rates, the best configuration and its per-stage times.",
+    cmds["tune"].add_argument(
+        "--trace",
+        metavar="OUT.json",
+        default=None,
+        help="write a Chrome trace of the best configuration's profile run",
     )
-    tune.add_argument("--pipeline", default=DEMO, metavar="MODULE:FUNCTION",
-                      help="a function building a fresh DataFlow on every call")
-    tune.add_argument("--size", type=_count(1), default=2000, help="datapoints timed per configuration")
-    tune.add_argument("--warmup", type=_count(0), default=100, help="datapoints drawn first, untimed")
-    tune.add_argument("--trace", metavar="OUT.json", default=None,
-                      help="write a Chrome trace of the best configuration's profile run")
     return parser
 
 
-def _profile(args: argparse.Namespace) -> int:
+def _load(command: str, spec: str) -> DataFlow[Any] | None:
+    """The flow ``spec`` names; ``None`` once a malformed or missing spec is reported (the
+    command then exits with status 2). Errors of the user's own code propagate."""
     from dataflow.tools.demo import _PipelineSpecError, load_pipeline
-    from dataflow.tools.profiling import profile
 
     try:
-        df = load_pipeline(args.pipeline)
+        return load_pipeline(spec)
     except _PipelineSpecError as e:
-        print(f"python -m dataflow profile: error: {e}", file=sys.stderr)
+        print(f"python -m dataflow {command}: error: {e}", file=sys.stderr)
+        return None
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from dataflow.tools.profiling import profile
+
+    df = _load("profile", args.pipeline)
+    if df is None:
         return 2
-    print(f"profile: {args.pipeline} -> {type(df).__name__}; {args.size} datapoints after "
-          f"{args.warmup} warmup", flush=True)
-    try:
+    print(
+        f"profile: {args.pipeline} -> {type(df).__name__}; {args.size} datapoints after {args.warmup} warmup",
+        flush=True,
+    )
+    with closing(df):
         result = profile(df, size=args.size, warmup=args.warmup, progress=args.progress, trace=args.trace)
         print(result, flush=True)
-    finally:
-        close = getattr(df, "close", None)
-        if close is not None:
-            close()
     if args.trace:
         print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from dataflow.tools.demo import _PipelineSpecError, load_pipeline
+    from dataflow.tools.demo import load_pipeline
     from dataflow.tools.tuning import tune
 
-    try:
-        load_pipeline(args.pipeline).close()
-    except _PipelineSpecError as e:
-        print(f"python -m dataflow tune: error: {e}", file=sys.stderr)
+    df = _load("tune", args.pipeline)
+    if df is None:
         return 2
+    df.close()  # each configuration builds its own
     print(f"tune: {args.pipeline}; {args.size} datapoints per configuration", flush=True)
     result = tune(lambda: load_pipeline(args.pipeline), size=args.size, warmup=args.warmup, trace=args.trace)
     print(result, flush=True)
     if args.trace and result.stages:
-        print(f"trace of the best configuration written to {args.trace} (open it in "
-              f"https://ui.perfetto.dev or chrome://tracing)")
+        print(
+            f"trace of the best configuration written to {args.trace} (open it in "
+            f"https://ui.perfetto.dev or chrome://tracing)"
+        )
     return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from dataflow.tools.demo import _PipelineSpecError, load_pipeline
     from dataflow.tools.profiling import profile
     from dataflow.tools.speed import TestDataSpeed
 
-    try:
-        df = load_pipeline(args.pipeline)
-    except _PipelineSpecError as e:
-        print(f"python -m dataflow bench: error: {e}", file=sys.stderr)
+    df = _load("bench", args.pipeline)
+    if df is None:
         return 2
     print(
         f"bench: {args.pipeline} -> {type(df).__name__}; timing {args.size} datapoints "
         f"after {args.warmup} warmup",
         flush=True,
     )
-    try:
+    with closing(df):
         result = TestDataSpeed(df, size=args.size, warmup=args.warmup, progress=args.progress).start()
         print(result, flush=True)
         if args.profile:
             table = profile(df, size=args.size, warmup=args.warmup, progress=args.progress, reset=False)
             print(f"\nper-stage profile (source first):\n{table}", flush=True)
-    finally:
-        close = getattr(df, "close", None)
-        if close is not None:
-            close()
     return 0
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numbers
 
-__all__ = ["check_int", "check_timeout"]
+__all__ = ["check_callable", "check_int", "check_timeout"]
+
+
+def check_callable(stage: str, name: str, value: object, what: str = "callable") -> None:
+    """A ``TypeError`` naming the stage, the argument and the value unless ``value`` is
+    callable (``what``: how the message says what it must be, e.g. "a function returning a
+    DataFlow")."""
+    if not callable(value):
+        raise TypeError(f"{stage}: {name} must be {what}, got {type(value).__name__} ({value!r:.80})")
 
 
 def check_int(stage: str, name: str, value: object, minimum: int = 1, allow: tuple[int, ...] = ()) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ops._components import describe_kind
 from ._aligned import AlignedPool
 from ._require import require
 
@@ -139,18 +140,12 @@ def _components(dp: Any, keys: list[Any] | None, width: int) -> list[Any]:
     if keys is not None:
         if isinstance(dp, dict) and len(dp) == width and all(k in dp for k in keys):
             return [dp[k] for k in keys]
-        raise TypeError(f"{_STAGE}: the signature has keys {keys}, the flow yielded {_describe(dp)}")
+        raise TypeError(f"{_STAGE}: the signature has keys {keys}, the flow yielded a {describe_kind(dp)}")
     if not isinstance(dp, (list, tuple)) or len(dp) != width:
-        raise TypeError(f"{_STAGE}: the signature has {width} components, the flow yielded {_describe(dp)}")
+        raise TypeError(
+            f"{_STAGE}: the signature has {width} components, the flow yielded a {describe_kind(dp)}"
+        )
     return list(dp)
-
-
-def _describe(dp: Any) -> str:
-    if isinstance(dp, dict):
-        return f"a dict with keys {sorted(map(str, dp))}"
-    if isinstance(dp, (list, tuple)):
-        return f"a {type(dp).__name__} of {len(dp)} components"
-    return f"a {type(dp).__name__}"
 
 
 class _Stacker:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -115,6 +115,20 @@ def read_record_at(stage: str, path: str, fd: int, index: int, offset: int, veri
     if verify_crc and masked_crc32c(data) != _CRC.unpack_from(rec, length)[0]:
         raise FormatError(f"{stage}: {_where(path, index, offset)}: corrupt record data (CRC mismatch)")
     return data
+
+
+def decode_record(
+    stage: str, path: str, index: int, offset: int, data: bytes, decode: Callable[[bytes], Any]
+) -> Any:
+    """``decode(data)`` for record ``index`` of ``path`` (at byte ``offset``); a record that
+    does not decode raises :class:`~dataflow.CodecError` naming the file, record and offset."""
+    try:
+        return decode(data)
+    except codec.CodecError as e:
+        raise codec.CodecError(
+            f"{stage}: {path}: record {index} at byte offset {offset} cannot be decoded "
+            f"({e}); for records not written by TFRecordSerializer use decode=False"
+        ) from e
 
 
 def _where(path: str, index: int, offset: int) -> str:

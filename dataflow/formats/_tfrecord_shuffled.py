@@ -8,11 +8,10 @@ from collections.abc import Iterator, Sequence
 from itertools import accumulate, chain
 from typing import Any
 
-from .. import codec
 from ..errors import DataFlowNotReset
 from ..sources._indexed import IndexedSource, cursor
-from ._common import FormatError, PathType
-from ._tfrecord_io import index_path, read_index, read_record_at
+from ._common import FormatError
+from ._tfrecord_io import decode_record, index_path, read_index, read_record_at
 from .tfrecord import TFRecordData, _decoder
 
 __all__ = ["ShuffledTFRecordData"]
@@ -26,17 +25,10 @@ class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):
 
     _random_access = True
 
-    def __init__(
-        self,
-        path: PathType | Sequence[PathType],
-        decode: bool | str = True,
-        size: int | None = None,
-        verify_crc: bool = True,
-        shuffle: bool = True,
-        seed: int | None = None,
-    ) -> None:
-        IndexedSource.__init__(self, seed)
-        TFRecordData.__init__(self, path, decode, size, verify_crc, shuffle, seed)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """:class:`TFRecordData`'s arguments (its ``__new__`` builds this class for them)."""
+        TFRecordData.__init__(self, *args, **kwargs)
+        IndexedSource.__init__(self, kwargs.get("seed", args[5] if len(args) > 5 else None))
         self._shuffle = True
         self._offsets: list[list[int]] | None = None
         self._starts: list[int] = [0]
@@ -92,17 +84,7 @@ class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):
                 j = i - starts[f]
                 offset = offsets[f][j]
                 data = read_record_at(stage, paths[f], fds[f], j, offset, verify)
-                if decode is None:
-                    yield data
-                    continue
-                try:
-                    dp = decode(data)
-                except codec.CodecError as e:
-                    raise codec.CodecError(
-                        f"{stage}: {paths[f]}: record {j} at byte offset {offset} cannot be decoded "
-                        f"({e}); for records not written by TFRecordSerializer use decode=False"
-                    ) from e
-                yield dp
+                yield data if decode is None else decode_record(stage, paths[f], j, offset, data, decode)
         finally:
             for fd in fds:
                 os.close(fd)

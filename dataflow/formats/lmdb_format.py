@@ -17,7 +17,7 @@ from itertools import chain
 from typing import Any
 
 from .. import codec
-from .._checks import check_int
+from .._checks import check_callable, check_int
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import DataFlowNotReset
 from ..sources._indexed import IndexedSource, cursor
@@ -241,8 +241,7 @@ class LMDBDataDecoder(ProxyDataFlow):
 
     def __init__(self, lmdb_data: DataFlow[Any], decoder: Callable[[bytes, bytes], Any]) -> None:
         super().__init__(lmdb_data)
-        if not callable(decoder):
-            raise TypeError(f"LMDBDataDecoder: decoder must be callable, got {type(decoder).__name__}")
+        check_callable("LMDBDataDecoder", "decoder", decoder)
         self.decoder = decoder
 
     def __iter__(self) -> Iterator[Any]:

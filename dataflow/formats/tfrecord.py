@@ -31,6 +31,7 @@ from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save
 from ._tfrecord_io import (
     HEADER_MAGIC,
     RecordWriter,
+    decode_record,
     frame,
     index_path,
     read_index,
@@ -207,17 +208,7 @@ class TFRecordData(DataFlow[Any]):
                 continue
             n += 1
             where[1:] = offset + len(data) + 16, index + 1, n
-            if decode is None:
-                yield data
-                continue
-            try:
-                dp = decode(data)
-            except codec.CodecError as e:
-                raise codec.CodecError(
-                    f"{stage}: {path}: record {index} at byte offset {offset} cannot be decoded "
-                    f"({e}); for records not written by TFRecordSerializer use decode=False"
-                ) from e
-            yield dp
+            yield data if decode is None else decode_record(stage, path, index, offset, data, decode)
         if expected is not None and n != expected:
             raise FormatError(
                 f"{stage}: {path}: {source} {expected} records but the file has {n}; "

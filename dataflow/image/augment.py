@@ -67,6 +67,16 @@ class _Augmenting:
     _nr_error: int
     _augs_reset: bool
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The flows of this module get the mixin's state hooks in their own class, where
+        ``dataflow._state`` looks for them (a user's subclass inherits them from there, and
+        loses them if it overrides ``__iter__``, like any stage's)."""
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ == __name__:
+            cls.stateless = False  # type: ignore[attr-defined]
+            cls._get_state = _Augmenting._aug_get_state  # type: ignore[attr-defined]
+            cls._set_state = _Augmenting._aug_set_state  # type: ignore[attr-defined]
+
     def _init_augs(self, augmentors: Any, copy: bool, catch_exceptions: bool, seed: int | None) -> None:
         stage = type(self).__name__
         self.augs = _as_list(stage, augmentors)
@@ -133,10 +143,6 @@ class AugmentImageComponent(_Augmenting, MapDataComponent):
     drops the datapoint and is logged (the first 9, then every 100th) instead of raised; ``len``
     is then an upper bound. ``seed``: seeds the augmentors (see the module)."""
 
-    stateless = False
-    # the state hooks must belong to the class (see dataflow._state): the mixin's, named here
-    _get_state = _Augmenting._aug_get_state
-    _set_state = _Augmenting._aug_set_state
 
     def __init__(
         self,
@@ -165,10 +171,6 @@ class AugmentImageCoordinates(_Augmenting, MapData):
     ``coords_index`` with it (one random draw for both). Coordinates come back as floats.
     ``copy``, ``catch_exceptions``, ``seed``: as :class:`AugmentImageComponent`."""
 
-    stateless = False
-    # the state hooks must belong to the class (see dataflow._state): the mixin's, named here
-    _get_state = _Augmenting._aug_get_state
-    _set_state = _Augmenting._aug_set_state
 
     def __init__(
         self,
@@ -205,10 +207,6 @@ class AugmentImageComponents(_Augmenting, MapData):
     ``coords_index`` with them. ``copy``, ``catch_exceptions``, ``seed``: as
     :class:`AugmentImageComponent`."""
 
-    stateless = False
-    # the state hooks must belong to the class (see dataflow._state): the mixin's, named here
-    _get_state = _Augmenting._aug_get_state
-    _set_state = _Augmenting._aug_set_state
 
     def __init__(
         self,

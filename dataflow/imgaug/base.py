@@ -203,7 +203,21 @@ def as_augmentor(obj: Any, stage: str) -> ImageAugmentor:
     )
 
 
-class AugmentorList(ImageAugmentor):
+class _Composed(ImageAugmentor):
+    """An augmentor made of augmentors (its ``_parts()``): resetting it reseeds it and every
+    part."""
+
+    def _parts(self) -> list[ImageAugmentor]:
+        raise NotImplementedError
+
+    def reset_state(self) -> None:
+        """Reseed this augmentor and every augmentor in it."""
+        super().reset_state()
+        for a in self._parts():
+            a.reset_state()
+
+
+class AugmentorList(_Composed):
     """Apply ``augmentors`` in order; each one's parameters are drawn from the image the ones
     before it produced. Items that are not augmentors are wrapped (see :func:`as_augmentor`)."""
 
@@ -215,11 +229,8 @@ class AugmentorList(ImageAugmentor):
         self.augmentors = [as_augmentor(a, "AugmentorList") for a in augmentors]
         super().__init__()
 
-    def reset_state(self) -> None:
-        """Reseed this list and every augmentor in it."""
-        super().reset_state()
-        for a in self.augmentors:
-            a.reset_state()
+    def _parts(self) -> list[ImageAugmentor]:
+        return self.augmentors
 
     def get_transform(self, img: np.ndarray) -> Any:
         """A :class:`TransformList`; the augmentors after the first draw their parameters when

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_callable
 from .base import ImageAugmentor
 from .transform import Transform
 
@@ -99,8 +100,7 @@ class ImageFunction(ImageAugmentor):
     in an augmentor list becomes); coordinates raise ``NotImplementedError``."""
 
     def __init__(self, func: Callable[[np.ndarray], Any]) -> None:
-        if not callable(func):
-            raise TypeError(f"ImageFunction: func must be callable, got {type(func).__name__}")
+        check_callable("ImageFunction", "func", func)
         super().__init__()
         self.func = func
         self._transform = _FunctionTransform(func)

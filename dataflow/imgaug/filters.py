@@ -4,6 +4,7 @@ tensorpack kept them), and the lookup-table helper the colour augmentors share."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,13 @@ def apply_lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out[:, :, np.newaxis] if img.ndim == 3 and out.ndim == 2 else out  # type: ignore[no-any-return]
 
 
+def _stats(img: np.ndarray, all_channel: bool, *reductions: Callable[..., Any]) -> list[Any]:
+    """Each reduction of ``img``: over all its values, or per channel (kept broadcastable)."""
+    if all_channel:
+        return [f(img) for f in reductions]
+    return [f(img, axis=(0, 1), keepdims=True) for f in reductions]
+
+
 class MeanVarianceNormalize(PhotometricAugmentor):
     """``(x - mean) / max(std, 1 / sqrt(num_values))``, over all channels together
     (``all_channel``) or per channel. Returns ``float32``."""
@@ -40,11 +48,7 @@ class MeanVarianceNormalize(PhotometricAugmentor):
 
     def _augment(self, img: np.ndarray, _: Any) -> np.ndarray:
         img = img.astype(np.float32)
-        if self.all_channel:
-            mean, std = np.mean(img), np.std(img)
-        else:
-            mean = np.mean(img, axis=(0, 1), keepdims=True)
-            std = np.std(img, axis=(0, 1), keepdims=True)
+        mean, std = _stats(img, self.all_channel, np.mean, np.std)
         std = np.maximum(std, 1.0 / np.sqrt(np.prod(img.shape)))
         img -= mean
         img /= std
@@ -114,9 +118,5 @@ class MinMaxNormalize(PhotometricAugmentor):
 
     def _augment(self, img: np.ndarray, _: Any) -> np.ndarray:
         img = img.astype(np.float32)
-        if self.all_channel:
-            lo, hi = np.min(img), np.max(img)
-        else:
-            lo = np.min(img, axis=(0, 1), keepdims=True)
-            hi = np.max(img, axis=(0, 1), keepdims=True)
+        lo, hi = _stats(img, self.all_channel, np.min, np.max)
         return (self.max - self.min) * (img - lo) / (hi - lo) + self.min  # type: ignore[no-any-return]

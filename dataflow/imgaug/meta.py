@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import ImageAugmentor, as_augmentor
+from .._checks import check_callable
+from .base import ImageAugmentor, _Composed, as_augmentor
 from .transform import NoOpTransform, TransformFactory, TransformList
 
 __all__ = ["Identity", "MapImage", "RandomApplyAug", "RandomChooseAug", "RandomOrderAug"]
@@ -21,7 +22,7 @@ class Identity(ImageAugmentor):
         return NoOpTransform()
 
 
-class RandomApplyAug(ImageAugmentor):
+class RandomApplyAug(_Composed):
     """Apply ``aug`` with probability ``prob``, else nothing."""
 
     def __init__(self, aug: Any, prob: float) -> None:
@@ -36,12 +37,11 @@ class RandomApplyAug(ImageAugmentor):
             return self.aug.get_transform(img)
         return NoOpTransform()
 
-    def reset_state(self) -> None:
-        super().reset_state()
-        self.aug.reset_state()
+    def _parts(self) -> list[ImageAugmentor]:
+        return [self.aug]
 
 
-class RandomChooseAug(ImageAugmentor):
+class RandomChooseAug(_Composed):
     """Apply one augmentor of ``aug_lists``, chosen uniformly, or with the probabilities given
     as ``[(augmentor, probability), ...]`` (they must sum to 1)."""
 
@@ -60,17 +60,15 @@ class RandomChooseAug(ImageAugmentor):
         self.prob = prob
         super().__init__()
 
-    def reset_state(self) -> None:
-        super().reset_state()
-        for a in self.aug_lists:
-            a.reset_state()
+    def _parts(self) -> list[ImageAugmentor]:
+        return self.aug_lists
 
     def get_transform(self, img: np.ndarray) -> Any:
         idx = int(self.rng.choice(len(self.aug_lists), p=self.prob))
         return self.aug_lists[idx].get_transform(img)
 
 
-class RandomOrderAug(ImageAugmentor):
+class RandomOrderAug(_Composed):
     """Apply all of ``aug_lists`` in a random order. Each one draws its parameters from the
     input image, so they should not change its shape."""
 
@@ -80,10 +78,8 @@ class RandomOrderAug(ImageAugmentor):
         self.aug_lists = [as_augmentor(a, "RandomOrderAug") for a in aug_lists]
         super().__init__()
 
-    def reset_state(self) -> None:
-        super().reset_state()
-        for a in self.aug_lists:
-            a.reset_state()
+    def _parts(self) -> list[ImageAugmentor]:
+        return self.aug_lists
 
     def get_transform(self, img: np.ndarray) -> Any:
         idxs = self.rng.permutation(len(self.aug_lists))
@@ -100,8 +96,7 @@ class MapImage(ImageAugmentor):
         self, func: Callable[[np.ndarray], np.ndarray], coord_func: Callable[[Any], Any] | None = None
     ) -> None:
         super().__init__()
-        if not callable(func):
-            raise TypeError(f"MapImage: func must be callable, got {type(func).__name__}")
+        check_callable("MapImage", "func", func)
         self.func, self.coord_func = func, coord_func
         kwargs: dict[str, Any] = {"apply_image": func}
         if coord_func is not None:

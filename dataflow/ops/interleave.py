@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .._checks import check_int
+from .._checks import check_callable, check_int
 from .._state import load_subtree, save_subtree
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, close_iterator
@@ -43,8 +43,7 @@ class InterleaveData(ProxyDataFlow):
     ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
-        if not callable(func):
-            raise TypeError(f"{stage}: func must be callable, got {type(func).__name__} ({func!r})")
+        check_callable(stage, "func", func)
         self.func = func
         self.cycle_length = check_int(stage, "cycle_length", cycle_length)
         self.block_length = check_int(stage, "block_length", block_length)

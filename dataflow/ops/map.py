@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import seeding
+from .._checks import check_callable
 from .._state_fields import field, int_field
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import StateError
@@ -21,11 +22,6 @@ from ._components import component_error, get_component, replace_component
 from .shard import shard_key
 
 __all__ = ["FilterData", "MapData", "MapDataComponent", "SelectComponent"]
-
-
-def _check_callable(stage: str, name: str, func: object) -> None:
-    if not callable(func):
-        raise TypeError(f"{stage}: {name} must be callable, got {type(func).__name__} ({func!r})")
 
 
 class MapData(ProxyDataFlow):
@@ -46,7 +42,7 @@ class MapData(ProxyDataFlow):
         self, ds: DataFlow[Any], func: Callable[..., Any], *, item_rng: bool = False, seed: int | None = None
     ) -> None:
         super().__init__(ds)
-        _check_callable(type(self).__name__, "func", func)
+        check_callable(type(self).__name__, "func", func)
         self.func = func
         self.item_rng = bool(item_rng)
         self._seed = seeding.check_seed(type(self).__name__, seed)
@@ -126,7 +122,7 @@ class MapDataComponent(ProxyDataFlow):
 
     def __init__(self, ds: DataFlow[Any], func: Callable[[Any], Any], index: int | str = 0) -> None:
         super().__init__(ds)
-        _check_callable(type(self).__name__, "func", func)
+        check_callable(type(self).__name__, "func", func)
         self.func = func
         self.index = index
 
@@ -151,7 +147,7 @@ class FilterData(ProxyDataFlow):
 
     def __init__(self, ds: DataFlow[Any], predicate: Callable[[Any], bool]) -> None:
         super().__init__(ds)
-        _check_callable(type(self).__name__, "predicate", predicate)
+        check_callable(type(self).__name__, "predicate", predicate)
         self.predicate = predicate
 
     stateless = True

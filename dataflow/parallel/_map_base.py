@@ -35,7 +35,7 @@ from operator import length_hint
 from typing import Any
 
 from .. import seeding
-from .._checks import check_int, check_timeout
+from .._checks import check_callable, check_int, check_timeout
 from .._state_fields import field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, DataFlowReentrantError
@@ -70,10 +70,7 @@ class ParallelMapBase(ProxyDataFlow):
     ) -> None:
         super().__init__(ds)
         stage = type(self).__name__
-        if not callable(map_func):
-            raise TypeError(
-                f"{stage}: map_func must be callable, got {type(map_func).__name__} ({map_func!r})"
-            )
+        check_callable(stage, "map_func", map_func)
         self.map_func = map_func
         self.buffer_size = check_int(stage, "buffer_size", buffer_size)
         self.strict = bool(strict)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .. import _trace
-from .._checks import check_int, check_timeout
+from .._checks import check_callable, check_int, check_timeout
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateError
@@ -101,8 +101,14 @@ class MultiThreadMapData(ParallelMapBase):
         for i in range(self.num_thread):
             t = threading.Thread(
                 target=_map_thread,
-                args=(self._tasks, self._results, self.map_func, f"map_func in thread {i}", self._stopping,
-                      i),
+                args=(
+                    self._tasks,
+                    self._results,
+                    self.map_func,
+                    f"map_func in thread {i}",
+                    self._stopping,
+                    i,
+                ),
                 name=f"dataflow-map-{i}",
                 daemon=True,
             )
@@ -183,8 +189,7 @@ class MultiThreadRunner(DataFlow[Any]):
         timeout: float | None = None,
     ) -> None:
         stage = type(self).__name__
-        if not callable(get_df):
-            raise TypeError(f"{stage}: get_df must be a function returning a DataFlow, got {get_df!r}")
+        check_callable(stage, "get_df", get_df, "a function returning a DataFlow")
         self.get_df = get_df
         self.num_prefetch = check_int(stage, "num_prefetch", num_prefetch)
         self.num_thread = check_int(stage, "num_thread", num_thread)
@@ -213,8 +218,14 @@ class MultiThreadRunner(DataFlow[Any]):
         for i in range(self.num_thread):
             t = threading.Thread(
                 target=_runner_thread,
-                args=(self.get_df, self._queue, self._stop, self._pause, f"the flow in thread {i}",
-                      self._slots[i]),
+                args=(
+                    self.get_df,
+                    self._queue,
+                    self._stop,
+                    self._pause,
+                    f"the flow in thread {i}",
+                    self._slots[i],
+                ),
                 name=f"dataflow-runner-{i}",
                 daemon=True,
             )
