@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import struct
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._warn import warn
 
-__all__ = ["crc32c", "crc32c_python", "implementation", "masked_crc32c", "mask"]
+__all__ = ["crc32c", "crc32c_parts", "crc32c_python", "implementation", "masked_crc32c", "mask"]
 
 _POLY = 0x82F63B78  # CRC-32C, reflected
 _MASK_DELTA = 0xA282EAD8
@@ -103,6 +104,23 @@ def implementation() -> str:
 def crc32c(data: bytes) -> int:
     """CRC-32C of ``data`` (``bytes``; an unsigned 32-bit int)."""
     return _crc(data)
+
+
+def crc32c_parts(parts: Sequence[Any]) -> int:
+    """CRC-32C of the concatenation of ``parts`` (contiguous buffers: bytes, memoryviews,
+    arrays), without joining them into one ``bytes``."""
+    crc = 0
+    if implementation() == "google-crc32c":
+        import google_crc32c
+        import numpy as np
+
+        extend = google_crc32c.extend
+        for part in parts:  # its C code takes arrays and bytes, not memoryviews
+            crc = extend(crc, part if isinstance(part, bytes) else np.frombuffer(part, np.uint8))
+        return crc
+    for part in parts:
+        crc = crc32c_python(part, crc)
+    return crc
 
 
 def mask(crc: int) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import codec
 from ._common import FormatError, check_meta, make_meta
-from ._crc32c import crc32c, mask, masked_crc32c
+from ._crc32c import crc32c, crc32c_parts, mask, masked_crc32c
 
 __all__ = [
     "HEADER_MAGIC",
@@ -137,11 +137,11 @@ def _where(path: str, index: int, offset: int) -> str:
 
 class RecordWriter:
     """Appends records to the file open for writing as ``fd`` (unbuffered), with as few
-    system calls and copies as TFRecord allows: the CRC needs each record as one ``bytes``,
-    so a record is its own write (``writev`` of the 12-byte header, the data and the 4-byte
-    CRC: no further copy) when large, and small records are gathered in a buffer written
-    about every MiB. ``offsets`` lists each record's byte offset, ``size`` is the file's
-    size."""
+    system calls and copies as TFRecord allows: a large record is its own write (``writev``
+    of the 12-byte header, the data's parts as they are and the 4-byte CRC, computed over
+    the parts: the only copy is the kernel's), and small records are gathered in a buffer
+    written about every MiB. ``offsets`` lists each record's byte offset, ``size`` is the
+    file's size."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -150,22 +150,30 @@ class RecordWriter:
         self._pending = bytearray()
 
     def write(self, data: bytes) -> None:
-        n = len(data)
+        """Append one record holding ``data``."""
+        self.write_parts([data])
+
+    def write_parts(self, parts: list[Any]) -> None:
+        """Append one record holding the concatenation of ``parts`` (contiguous buffers,
+        e.g. :func:`dataflow.codec.dumps_parts`), without joining them first."""
+        n = sum(memoryview(p).nbytes for p in parts)
         length = _COUNT.pack(n)
         head = length + _CRC.pack(masked_crc32c(length))
-        tail = _CRC.pack(mask(crc32c(data)))
+        one = parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else None
+        tail = _CRC.pack(mask(crc32c(one) if one is not None else crc32c_parts(parts)))
         self.offsets.append(self.size)
         self.size += n + 16
         pending = self._pending
         if n < _SMALL:
             pending += head
-            pending += data
+            for p in parts:
+                pending += p
             pending += tail
             if len(pending) >= _CHUNK:
                 self._write_all([pending])
                 pending.clear()
         else:
-            self._write_all([pending, head, data, tail] if pending else [head, data, tail])
+            self._write_all([pending, head, *parts, tail] if pending else [head, *parts, tail])
             pending.clear()
 
     def flush(self) -> None:

@@ -218,15 +218,18 @@ class HDF5Serializer:
         *,
         overwrite: bool = False,
         progress: bool = True,
+        durable: bool = False,
     ) -> None:
         """Write one epoch of ``df`` (after ``df.reset_state()``), whose datapoints are
         lists/tuples with one component per entry of ``data_paths``. All or nothing; an
-        existing file is replaced only with ``overwrite=True``."""
+        existing file is replaced only with ``overwrite=True``.
+        ``durable=True`` also flushes it to the disk before it appears, so it survives a
+        power loss too (see :doc:`/formats`)."""
         stage = "HDF5Serializer.save"
         h5py = require("h5py", "hdf5", stage)
         path = fspath(stage, "path", path)
         paths = _check_paths(stage, data_paths)
-        with atomic_write(stage, path, overwrite) as tmp, h5py.File(tmp, "w") as hf:
+        with atomic_write(stage, path, overwrite, durable) as tmp, h5py.File(tmp, "w") as hf:
             columns: list[_Column] = []
             count = written = 0
             for dp in iterate_for_save(stage, df, progress):

@@ -270,6 +270,7 @@ class LMDBSerializer:
         map_size: int = 1 << 30,
         overwrite: bool = False,
         progress: bool = True,
+        durable: bool = False,
     ) -> None:
         """Write one epoch of ``df`` (after ``df.reset_state()``) to ``path``: a file, or
         ``data.mdb`` inside ``path`` if it is an existing directory. ``write_frequency``
@@ -278,14 +279,16 @@ class LMDBSerializer:
         ``map_size`` bytes and grows ahead of the data (and doubles if it is full anyway),
         keeping every record. All or nothing: the database
         appears at its path only once complete; an existing one is replaced only with
-        ``overwrite=True``."""
+        ``overwrite=True``.
+        ``durable=True`` also flushes it to the disk before it appears, so it survives a
+        power loss too (see :doc:`/formats`)."""
         stage = "LMDBSerializer.save"
         lmdb = import_lmdb(stage)
         path = fspath(stage, "path", path)
         write_frequency = check_int(stage, "write_frequency", write_frequency)
         map_size = check_int(stage, "map_size", map_size, minimum=4096)
         target = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
-        with atomic_write(stage, target, overwrite) as tmp:
+        with atomic_write(stage, target, overwrite, durable) as tmp:
             # writemap: LMDB writes values straight into the mapped file (no dirty copy in
             # malloc'd pages written out at commit: ~3x less CPU for large values). The file
             # is then as large as the map (sparse) until it is cut to its pages below.
@@ -305,7 +308,8 @@ class LMDBSerializer:
                         writer.append = False
                 writer.put(META_KEY, [codec.dumps(make_meta("lmdb", FORMAT_VERSION, count))])
                 writer.flush()  # META_KEY sorts after every data key
-                env.sync(True)
+                if durable:
+                    env.sync(True)
                 used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
             finally:
                 env.close()

@@ -162,13 +162,16 @@ class NumpySerializer:
         compressed: bool = False,
         overwrite: bool = False,
         progress: bool = True,
+        durable: bool = False,
     ) -> None:
         """Write one epoch of ``df`` (after ``df.reset_state()``) to ``path`` (exactly that
         name: no ``.npz`` is appended), zip-compressed with ``compressed=True``. All or
-        nothing; an existing file is replaced only with ``overwrite=True``."""
+        nothing; an existing file is replaced only with ``overwrite=True``.
+        ``durable=True`` also flushes it to the disk before it appears, so it survives a
+        power loss too (see :doc:`/formats`)."""
         stage = "NumpySerializer.save"
         path = fspath(stage, "path", path)
-        with atomic_write(stage, path, overwrite) as tmp:
+        with atomic_write(stage, path, overwrite, durable) as tmp:
             blobs = [codec.dumps(dp) for dp in iterate_for_save(stage, df, progress)]
             offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
             np.cumsum([len(b) for b in blobs], out=offsets[1:])

@@ -248,39 +248,50 @@ class TFRecordSerializer:
     """
 
     @staticmethod
-    def save(df: DataFlow[Any], path: PathType, *, overwrite: bool = False, progress: bool = True) -> None:
+    def save(
+        df: DataFlow[Any],
+        path: PathType,
+        *,
+        overwrite: bool = False,
+        progress: bool = True,
+        durable: bool = False,
+    ) -> None:
         """Write every datapoint of one epoch of ``df`` (after ``df.reset_state()``) to
         ``path``, one record each, encoded with the safe codec, and its index to
         ``path + ".index"``. All or nothing: the file appears at ``path`` only once complete
         (see :mod:`dataflow.formats`); its index is renamed into place right after it (a
         stale index of a replaced file is removed first, so a file never sits beside an
-        index that is not its own). An existing file is replaced only with ``overwrite=True``."""
+        index that is not its own). An existing file is replaced only with ``overwrite=True``.
+        ``durable=True`` also flushes it to the disk before it appears, so it survives a
+        power loss too (see :doc:`/formats`)."""
         stage = "TFRecordSerializer.save"
         path = fspath(stage, "path", path)
         ipath = index_path(path)
         check_target(stage, ipath, overwrite=True)
         itmp = ""
         try:
-            with atomic_write(stage, path, overwrite) as tmp:
+            with atomic_write(stage, path, overwrite, durable) as tmp:
                 fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
                 try:
                     writer = RecordWriter(fd)
-                    dumps = codec.dumps
+                    dumps_parts = codec.dumps_parts  # the arrays' memory goes to writev as it is
                     for dp in iterate_for_save(stage, df, progress):
-                        writer.write(dumps(dp))
+                        writer.write_parts(dumps_parts(dp))
                     writer.flush()
                 finally:
                     os.close(fd)
                 itmp = _create_temp(*os.path.split(os.path.abspath(ipath)))
                 write_index_file(itmp, writer.offsets, writer.size)
-                _fsync(itmp)
+                if durable:
+                    _fsync(itmp)
                 _remove_index(ipath)  # never leave the old index beside the new file
             os.replace(itmp, ipath)
         except BaseException:
             if itmp:
                 _remove(itmp)
             raise
-        _fsync_dir(os.path.dirname(os.path.abspath(ipath)))
+        if durable:
+            _fsync_dir(os.path.dirname(os.path.abspath(ipath)))
 
     @staticmethod
     def load(

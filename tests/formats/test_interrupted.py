@@ -3,6 +3,7 @@ existing file it was replacing stays intact."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,35 @@ def test_saved_file_has_default_permissions(tmp_path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("fmt", sorted(SAVES))
+@pytest.mark.parametrize("durable", [False, True])
+def test_durable_saves_flush_the_file_and_its_directory(
+    fmt: str, durable: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``durable=True`` fsyncs every file it writes and the directory; the default writes
+    through the page cache only (a killed process loses nothing; a power loss may)."""
+    import os
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = str(tmp_path / "out.data")
+    SAVES[fmt](FailingFlow(fail_after=-1, exc=Boom(), size=5), path, durable=durable)
+    if not durable:
+        assert synced == []
+    else:
+        assert str(tmp_path) in synced  # the rename is durable too
+        # each file is flushed under its temporary name ``.<name>.<12 hex>.tmp``, before the rename
+        names = [os.path.basename(p) for p in synced if p != str(tmp_path)]
+        files = {re.sub(r"\.[0-9a-f]{12}\.tmp$", "", name) for name in names}
+        assert files == ({".out.data", ".out.data.index"} if fmt == "tfrecord" else {".out.data"})
+    df: Any = LOADS[fmt](path)
+    df.reset_state()
+    assert [int(dp[0]) for dp in df] == [0, 1, 2, 3, 4]

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dataflow import codec
 from dataflow.errors import LengthUnknownError
 from dataflow.formats import FormatError, TFRecordData, TFRecordSerializer
-from dataflow.formats._crc32c import crc32c, crc32c_python, masked_crc32c
+from dataflow.formats._crc32c import crc32c, crc32c_parts, crc32c_python, masked_crc32c
 from dataflow.formats.tfrecord import HEADER_MAGIC, frame, read_index, read_records, write_index
 from dataflow.sources import DataFromList
 
@@ -366,3 +368,15 @@ def test_tensorflow_reads_our_file(tmp_path: Path) -> None:
     ours = TFRecordData(str(path), decode=False)
     ours.reset_state()
     assert list(ours) == records
+
+
+@given(st.lists(st.tuples(st.binary(max_size=300), st.sampled_from(["bytes", "array", "memoryview"])), max_size=6))  # noqa: E501
+def test_crc_over_parts_equals_the_crc_of_their_concatenation(parts: list[tuple[bytes, str]]) -> None:
+    """What the writer checksums record by record, without joining a datapoint's buffers."""
+    as_kind = {
+        "bytes": lambda b: b,
+        "array": lambda b: np.frombuffer(bytearray(b), np.uint8),  # writable, like a user's array
+        "memoryview": lambda b: memoryview(bytearray(b)),
+    }
+    buffers = [as_kind[kind](data) for data, kind in parts]
+    assert crc32c_parts(buffers) == crc32c_python(b"".join(data for data, _ in parts))
