@@ -27,6 +27,7 @@ from typing import Any
 from .. import seeding
 from ..base import DataFlow
 from ..parallel import _messages as msg
+from ..parallel._shm import RingWriter
 from ._wire import approx_size, pack
 
 __all__ = ["FlowActor", "Pulled", "Start"]
@@ -58,6 +59,7 @@ class FlowActor:
         self.gen, self.waiting, self.state_to_load = start
         self.chunk_bytes = chunk_bytes
         self.flow: DataFlow[Any] | None = None
+        self.ring: RingWriter | None = None  # on the consumer's node: see attach_ring
         self.it: Iterator[Any] | None = None
         self.produced = self.state_to_load is not None  # a resumed pass may have nothing left
         self.where = f"worker {index} of RayRunner (pid {os.getpid()})"
@@ -83,6 +85,21 @@ class FlowActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def node(self) -> str:
+        """The Ray node this worker runs on."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    def attach_ring(self, path: str) -> Any:
+        """Map the shared-memory ring the consumer made for this worker (on its node); large
+        buffers go there from now on. ``None``, or an error record if it cannot be mapped."""
+        try:
+            self.ring = RingWriter(path, 0)
+        except BaseException as e:
+            return msg.capture_error(e, f"mapping the shared-memory ring in {self.where}")
+        return None
+
     def length(self) -> Any:
         try:
             return len(self._setup())
@@ -94,7 +111,7 @@ class FlowActor:
     def pull(self, gen: int, n: int) -> Pulled:
         """The next ``n`` datapoints (see the module docstring), packed (:func:`~._wire.pack`)."""
         gen, kind, payload, ended = self._next(gen, n)
-        return gen, kind, (pack(payload) if kind == msg.DATA else payload), ended
+        return gen, kind, (pack(payload, self.ring) if kind == msg.DATA else payload), ended
 
     def _next(self, gen: int, n: int) -> Pulled:
         try:

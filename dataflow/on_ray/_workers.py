@@ -1,6 +1,10 @@
 """The Ray actors behind a :class:`~dataflow.on_ray.RayRunner`: one
 :class:`~._flow_actor.FlowActor` per worker, pulled with a few pulls in flight, and replaced
 where it stood when it dies (see :mod:`._restart`). The runner merges what they send.
+
+A worker that runs on the consumer's node gets a shared-memory ring of its own (see
+:mod:`._wire`), made when it starts and made anew for a replacement (the old one stays
+mapped while arrays the consumer holds view it).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 
 from ..errors import WorkerDied
 from ..parallel import _messages as msg
+from ..parallel._shm import RingReader
 from ._connect import ray_module
 from ._flow_actor import Pulled, Start
 from ._owned import owned
@@ -35,9 +40,12 @@ class Workers:
         max_restarts: int,
         snapshot_every: int | None,
         copy: bool,
+        shm_bytes: int = 0,
     ) -> None:
         self.stage, self.num, self.chunk, self.timeout = stage, num, chunk, timeout
         self.max_restarts, self.snapshot_every, self.copy = max_restarts, snapshot_every, copy
+        self.ring_bytes = shm_bytes // num  # each local worker's ring (0: none)
+        self.rings: list[RingReader | None] = []  # per worker: its ring, if on our node
         self.actors: list[Any] = []
         self.pids: list[int] = []
         self.inflight: list[deque[tuple[int, Any]]] = []  # (pass sent for, ref) per worker
@@ -51,11 +59,39 @@ class Workers:
         self.lineage = [Lineage(start) for start in starts]
         self.inflight = [deque() for _ in starts]
         self.pids = [self.get(i, a.pid.remote(), "to start") for i, a in enumerate(self.actors)]
+        self.rings = [None] * len(self.actors)
+        for i, actor in enumerate(self.actors):
+            self.rings[i] = self._ring_for(i, actor)
+
+    def _ring_for(self, w: int, actor: Any) -> RingReader | None:
+        """A ring for worker ``w`` if it runs on this node (``None`` elsewhere, or without
+        shared memory: its large buffers then go through Ray's object store)."""
+        if not self.ring_bytes:
+            return None
+        ray = ray_module(self.stage)
+        if self.get(w, actor.node.remote(), "to name its node") != ray.get_runtime_context().get_node_id():
+            return None
+        rings = RingReader.create(self.stage, 1, self.ring_bytes, self.copy)
+        if rings is None:  # /dev/shm too small: warned once
+            return None
+        try:
+            failed = self.get(w, actor.attach_ring.remote(rings.paths[0]), "to map its ring")
+        except BaseException:
+            rings.close()
+            raise
+        if failed is not None:  # e.g. /dev/shm not shared with the worker: Ray's store then
+            rings.close()
+            return None
+        return rings
 
     def stop(self) -> None:
         """Kill every actor (idempotent)."""
         actors, self.actors, self.inflight, self.pids, self.lineage = self.actors, [], [], [], []
+        rings, self.rings = self.rings, []
         self._make = None
+        for ring in rings:  # arrays the consumer still holds keep their part mapped
+            if ring is not None:
+                ring.close()
         ray = ray_module(self.stage) if actors else None
         if ray is not None and ray.is_initialized():
             for actor in actors:
@@ -100,7 +136,7 @@ class Workers:
         gen, kind, payload, ended = pulled
         if kind == msg.ERROR:
             raise msg.error_for(self.stage, payload)
-        items = unpack(payload)
+        items = unpack(payload, self.rings[w])
         lineage = self.lineage[w]
         lineage.record(sent_gen, self.chunk, len(items), ended)
         self._snapshot_step(w, lineage)
@@ -145,6 +181,10 @@ class Workers:
             self.actors[w] = actor = self._make(w, lineage.start)
             try:
                 self.pids[w] = self.get(w, actor.pid.remote(), "to start again")
+                old, self.rings[w] = self.rings[w], None  # a new writer must not reuse its slots
+                if old is not None:
+                    old.close()
+                self.rings[w] = self._ring_for(w, actor)
                 answer = self.get(w, actor.replay.remote(lineage.replay()), "the replay")
             except WorkerDied as again:
                 died = again

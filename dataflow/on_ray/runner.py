@@ -42,6 +42,7 @@ from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, LengthUnknownError, StateError
 from ..parallel import _messages as msg
+from ..parallel._pool import resolve_shm_bytes
 from ._connect import actor_options, connected_ray
 from ._flow_actor import FlowActor, Start
 from ._workers import Workers
@@ -75,7 +76,14 @@ class RayRunner(DataFlow[Any]):
             Each is a ``state_dict()`` sent to the consumer: raise it when that is large
             (big shuffle buffers).
         copy: ``True`` gives owned, writable arrays; by default arrays of 100 KiB and more
-            are read-only views of Ray's object store (no copy on receive).
+            are views (no copy on receive): read-only views of Ray's object store, or, from
+            a worker on this node, writable views of its shared-memory ring.
+        shm_bytes: shared memory for the workers that run on the consumer's node, split
+            between them (``None``: 256 MiB, at most half of what ``/dev/shm`` has free;
+            ``0``: none). Their large arrays are copied there once, at memory speed,
+            instead of through Ray's object store (about 2 GB/s measured here). An array you
+            keep holds its part of the ring; when a ring is full, arrays go through Ray's
+            store again. Workers on other nodes always use the object store.
     """
 
     def __init__(
@@ -93,6 +101,7 @@ class RayRunner(DataFlow[Any]):
         max_restarts: int = 3,
         snapshot_every: int | None = 32,
         copy: bool = False,
+        shm_bytes: int | None = None,
     ) -> None:
         stage = type(self).__name__
         if not isinstance(flow, DataFlow) and not callable(flow):
@@ -118,7 +127,14 @@ class RayRunner(DataFlow[Any]):
         self.ray_remote_args = dict(ray_remote_args or {})
         self._guard = ReentrancyGuard(stage)
         self._workers = Workers(
-            stage, self.num_workers, self.chunk, self.timeout, self.max_restarts, self.snapshot_every, copy
+            stage,
+            self.num_workers,
+            self.chunk,
+            self.timeout,
+            self.max_restarts,
+            self.snapshot_every,
+            copy,
+            resolve_shm_bytes(stage, shm_bytes),
         )
         self._length: int | None = None
         self._fresh_state()

@@ -92,7 +92,8 @@ def test_large_arrays_are_store_views_without_a_copy_or_owned_with_copy_true(sta
     def build(copy: bool):
         if stage == "map":
             return RayMapData(_src(4), 1, _funcs.big_array, strict=True, chunk=1, copy=copy)
-        return RayRunner(_src(4).map(_funcs.big_array), 1, shard=True, chunk=1, copy=copy)
+        # shm_bytes=0: what a worker on another node does (tests/ray/test_cluster.py runs it there)
+        return RayRunner(_src(4).map(_funcs.big_array), 1, shard=True, chunk=1, copy=copy, shm_bytes=0)
 
     views = _run(build(False), 1)[0]
     owned = _run(build(True), 1)[0]
