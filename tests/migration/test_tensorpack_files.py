@@ -94,15 +94,26 @@ def test_pickled_database_needs_allow_pickle(tmp_path: Path) -> None:
     assert target.read_text() == "pwned"  # the user trusted it: it ran, as in tensorpack
 
 
-def test_object_arrays_in_msgpack_need_allow_pickle(tmp_path: Path) -> None:
+def _ragged_database(tmp_path: Path) -> str:
+    """A tensorpack msgpack database holding one array of Python objects (msgpack-numpy
+    pickles those)."""
     path = str(tmp_path / "tp.lmdb")
     ragged = np.empty(2, dtype=object)
     ragged[0], ragged[1] = [1, 2], "x"
     _write(path, [[ragged]], _msgpack)
+    return path
+
+
+def _refused(path: str) -> None:
     df = LMDBSerializer.load(path, shuffle=False)
     df.reset_state()
     with pytest.raises(FormatError, match="array of Python objects.*allow_pickle=True"):
         list(df)
+
+
+def test_object_arrays_in_msgpack_need_allow_pickle(tmp_path: Path) -> None:
+    path = _ragged_database(tmp_path)
+    _refused(path)
     trusted = LMDBSerializer.load(path, shuffle=False, allow_pickle=True)
     trusted.reset_state()
     [[arr]] = list(trusted)
@@ -114,28 +125,11 @@ def test_object_arrays_stay_refused_after_import_tensorpack(
 ) -> None:
     """``import tensorpack`` runs ``msgpack_numpy.patch()``, whose ``msgpack.unpackb`` unpickles
     object arrays before any hook sees them; the decoder must not go through it."""
-    for name in (
-        "Packer",
-        "Unpacker",
-        "load",
-        "loads",
-        "dump",
-        "dumps",
-        "pack",
-        "packb",
-        "unpack",
-        "unpackb",
-    ):
+    patched = ("Packer", "Unpacker", "load", "loads", "dump", "dumps", "pack", "packb", "unpack", "unpackb")
+    for name in patched:
         monkeypatch.setattr(msgpack, name, getattr(msgpack, name))  # restored after the test
     msgpack_numpy.patch()
-    path = str(tmp_path / "tp.lmdb")
-    ragged = np.empty(2, dtype=object)
-    ragged[0], ragged[1] = [1, 2], "x"
-    _write(path, [[ragged]], _msgpack)
-    df = LMDBSerializer.load(path, shuffle=False)
-    df.reset_state()
-    with pytest.raises(FormatError, match="array of Python objects.*allow_pickle=True"):
-        list(df)
+    _refused(_ragged_database(tmp_path))
 
 
 def test_other_databases_are_refused_naming_the_reader(tmp_path: Path) -> None:
