@@ -164,10 +164,16 @@ def ours(data: list, f: Callable, cold: bool, name: str = "dataflow", **kw: Any)
         df.reset_state()
         return df
 
+    return _timed_flow(name, make, cold, len(data))
+
+
+def _timed_flow(name: str, make: Callable[[], Any], cold: bool, n: int) -> TimedContender:
+    """A contender timing the passes of the flow ``make()`` builds (closed after them)."""
+
     def run() -> tuple[int, float]:
-        n, seconds, df = _passes(make, cold, len(data))
+        items, seconds, df = _passes(make, cold, n)
         df.close()
-        return n, seconds
+        return items, seconds
 
     return TimedContender(name, run)
 
@@ -186,12 +192,7 @@ def threads(data: list, f: Callable, cold: bool, chunk: Any = "auto") -> TimedCo
         df.reset_state()
         return df
 
-    def run() -> tuple[int, float]:
-        n, seconds, df = _passes(make, cold, len(data))
-        df.close()
-        return n, seconds
-
-    return TimedContender(f"dataflow threads, chunk={chunk}", run)
+    return _timed_flow(f"dataflow threads, chunk={chunk}", make, cold, len(data))
 
 
 def tensorpack(data: list, f: Callable, cold: bool) -> TimedContender | None:
