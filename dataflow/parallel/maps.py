@@ -258,20 +258,23 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         return 1 if est is None else max(1, min(HERE_MAX, int(TASK_SECONDS / max(est, 1e-9))))
 
     def _map_here(self, chunk: list[Any], rng_key: RngKey) -> list[Any]:
-        task_id, kind, out = self._map_inline_task(chunk, rng_key)
+        auto = self._auto
+        if auto is None:  # _in_consumer() maps here only with num_proc="auto"
+            raise RuntimeError(f"{type(self).__name__}: mapping in the consumer without num_proc='auto'")
+        task_id, kind, out = self._map_inline_task(auto, chunk, rng_key)
         if kind == msg.ERROR:
             raise msg.error_for(type(self).__name__, out)
         return out  # type: ignore[no-any-return]
 
     def _map_inline(self, auto: AutoWorkers) -> tuple[TaskId, bytes, Any]:
         task_id, chunk, rng_key = self._inline.popleft()
-        return (task_id, *self._map_inline_task(chunk, rng_key)[1:])
+        return (task_id, *self._map_inline_task(auto, chunk, rng_key)[1:])
 
-    def _map_inline_task(self, chunk: list[Any], rng_key: RngKey) -> tuple[None, bytes, Any]:
+    def _map_inline_task(
+        self, auto: AutoWorkers, chunk: list[Any], rng_key: RngKey
+    ) -> tuple[None, bytes, Any]:
         """``num_proc="auto"`` while in-process is faster: map a task here, measuring (see
         ``_autoworkers``); may start (or return to) the workers for the next tasks."""
-        auto = self._auto
-        assert auto is not None
         t0 = time.perf_counter()
         out: Any
         try:
