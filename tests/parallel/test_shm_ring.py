@@ -12,7 +12,6 @@ import mmap
 import os
 import pickle
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -156,27 +155,6 @@ class Channel:
         self.pull.close(linger=0)
         self.writer.close()
         self.reader.close()
-
-
-@pytest.fixture
-def channel() -> Iterator[Any]:
-    """``channel(total_bytes, copy=False)`` opens a :class:`Channel`; all are closed (and
-    /dev/shm checked clean) at the end."""
-    ctx = zmq.Context()
-    opened: list[Channel] = []
-    before = our_shm()
-
-    def make(total_bytes: int, copy: bool = False) -> Channel:
-        ch = Channel(ctx, total_bytes, copy, name=f"inproc://ring-{len(opened)}")
-        opened.append(ch)
-        return ch
-
-    yield make
-    gc.collect()
-    for ch in opened:
-        ch.close()
-    ctx.term()
-    assert our_shm() - before == set()
 
 
 # --- integrity -----------------------------------------------------------------------------

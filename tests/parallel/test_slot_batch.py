@@ -6,12 +6,10 @@ into the ring after stacking."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-import zmq
 
 from dataflow.errors import ComponentError
 from dataflow.ops._stack import collate
@@ -25,25 +23,6 @@ pytestmark = pytest.mark.timeout(60)
 
 KiB = 1024
 MiB = 1024 * KiB
-
-
-@pytest.fixture
-def channel() -> Iterator[Any]:
-    ctx = zmq.Context()
-    opened: list[Channel] = []
-    before = our_shm()
-
-    def make(total_bytes: int) -> Channel:
-        ch = Channel(ctx, total_bytes, name=f"inproc://slot-{len(opened)}")
-        opened.append(ch)
-        return ch
-
-    yield make
-    gc.collect()
-    for ch in opened:
-        ch.close()
-    ctx.term()
-    assert our_shm() - before == set()
 
 
 def in_ring(ch: Channel, arr: np.ndarray) -> int | None:
