@@ -62,11 +62,13 @@ class ChunkTuner:
 
     def observe(self, items: int, busy: float) -> None:
         """A task of ``items`` datapoints kept a worker busy for ``busy`` seconds."""
-        if self.fixed is not None or items <= 0 or busy < 0:
+        if items <= 0 or busy < 0:
             return
         sample = busy / items
         est = self.per_item
         self.per_item = est = sample if est is None else est + _ALPHA * (sample - est)
+        if self.fixed is not None:
+            return  # measured all the same: the workers' start-up dispatch uses the estimate
         want = self.cap if est <= TASK_SECONDS / self.cap else max(1, min(self.cap, int(TASK_SECONDS / est)))
         old = self.chunk
         if want != old and (want >= 2 * old or 2 * want <= old or want in (1, self.cap)):

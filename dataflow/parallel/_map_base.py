@@ -82,6 +82,10 @@ class ParallelMapBase(ProxyDataFlow):
             raise ValueError(f'{stage}: chunk must be an int >= 1 or "auto", got {chunk!r}')
         fixed = None if chunk == "auto" else check_int(stage, "chunk", chunk)
         self._tuner = ChunkTuner(stage, fixed, self.buffer_size)  # cap set again by _start
+        # Tasks in flight allowed before the first result (0: no limit). Until a result has
+        # measured the map, tasks carry one datapoint each; filling the whole buffer with
+        # them (200 messages) delayed a cheap map's first batch by tens of milliseconds.
+        self._probe = 0
         self._flight: dict[TaskId, int] = {}  # tasks sent, not received: their sizes
         self._flight_items = 0
         self._guard = ReentrancyGuard(stage)
@@ -235,6 +239,8 @@ class ParallelMapBase(ProxyDataFlow):
             held = self._flight_items + self._pending_items
             if held and held + size > limit:
                 return True
+            if self._probe and self._inflight >= self._probe and self._tuner.per_item is None:
+                return True  # the first result sizes the rest (see __init__)
             chunk = list(islice(source, size))
             if not chunk:
                 return False
@@ -246,6 +252,7 @@ class ParallelMapBase(ProxyDataFlow):
         """Receive one result into ``self._ready``; False if it was stale (older epoch)."""
         task_id, kind, payload = self._receive()
         self._inflight -= 1
+        self._probe = 0
         size = self._flight.pop(task_id, 0) if task_id is not None else 0
         self._flight_items -= size
         if task_id is not None and task_id[0] != epoch:

@@ -68,7 +68,9 @@ class ProcessPool:
     ``target(parent, endpoint, ring_path, *args)`` runs in each worker (one argument tuple in
     ``worker_args`` per worker; ``ring_path`` is ``None`` without shared memory) and starts
     with :func:`worker_link`. ``picklable`` names objects that must pickle under spawn.
-    ``lazy``: start worker 0 now and the others later (see the module docstring).
+    ``lazy``: start worker 0 now and the others later (see the module docstring); with
+    ``start_on_data=False`` the first datapoint does not start them: the owner calls
+    :meth:`start_pending` when it needs them (the :data:`LAZY_START_S` bound still holds).
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class ProcessPool:
         worker_args: Sequence[tuple[Any, ...]],
         picklable: dict[str, Any],
         lazy: bool = False,
+        start_on_data: bool = True,
     ) -> None:
         self.stage = stage = options.stage
         self.options = options
@@ -87,6 +90,7 @@ class ProcessPool:
         self._pending: list[tuple[Any, ...]] = []  # argument tuples of workers not started yet
         self._pending_until = 0.0  # lazy: start them by then at the latest
         self._got_data = False
+        self._start_on_data = start_on_data
         self.procs: list[BaseProcess] = []
         self.rings: RingReader | None = None
         context = get_context(stage, options.start_method)
@@ -148,7 +152,7 @@ class ProcessPool:
         (or ``deadline``, a ``time.monotonic()`` instant) while waiting; with ``sizes``, its
         payload size in bytes is appended to it (see :func:`~._messages.decode`)."""
         message = msg.decode(self._recv_frames(deadline)[1:], self.rings, sizes)
-        if self._pending and message[1] != msg.READY:
+        if self._pending and self._start_on_data and message[1] != msg.READY:
             self._got_data = True  # the first datapoint is out: start the others next time
         return message
 
@@ -159,7 +163,7 @@ class ProcessPool:
 
     def _recv_frames(self, deadline: float | None) -> list[Any]:
         sock = self.sock
-        if self._pending and self._got_data:
+        if self._pending and (self._got_data or time.monotonic() >= self._pending_until):
             self.start_pending()
         now = time.monotonic()
         if now >= self._next_check:  # on a clock too: another busy worker must not hide a death

@@ -42,6 +42,7 @@ from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._options import WorkerOptions
 from ._pool import DEFAULT_SHM_BYTES, ProcessPool, worker_link
 from ._slot_batch import send_batch
+from ._startup import StartupDispatch
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
 
@@ -176,11 +177,13 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self.shm_bytes, self.copy = shm_bytes, options.copy
         self._pool: ProcessPool | None = None
         self._load: list[int] = []
+        self._startup = StartupDispatch(0)  # task placement while workers start (see _startup)
         self._small_results = False  # num_proc="auto" saw no large buffer: workers get no rings
 
     @property
     def worker_pids(self) -> list[int | None]:
-        """The pids of the running workers (empty before ``reset_state``/after ``close``)."""
+        """The pids of the workers (empty before ``reset_state``/after ``close``); starts
+        those not started yet (see ``_startup``: worker 0 starts first)."""
         return self._pool.pids if self._pool is not None else []
 
     def _start(self) -> None:
@@ -205,22 +208,34 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             options = dataclasses.replace(options, shm_bytes=0)
         seed = options.worker_seed()
         args = [(i, self.map_func, options, seed, self._batch_size) for i in range(n)]
-        self._pool = pool = ProcessPool(options, _map_worker, args, {"map_func": self.map_func})
+        # Worker 0 now, the others when _startup says tasks wait for them (or LAZY_START_S):
+        # a fork blocks the consumer, so forking every worker first delays the first batch.
+        self._pool = pool = ProcessPool(
+            options, _map_worker, args, {"map_func": self.map_func}, lazy=True, start_on_data=False
+        )
         self._load = [0] * n
+        self._startup = StartupDispatch(n)
         self._tuner.cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
+        self._probe = 2 * self._active
         if self._abuf is not None and pool.ring_bytes:
             self._abuf.budget = pool.ring_bytes // 2  # results in flight stay in shared memory
         try:
-            ready: set[int] = set()
-            while len(ready) < n:  # a ROUTER drops messages to unknown peers
+            while True:  # a ROUTER drops messages to unknown peers: wait for worker 0 to say READY
                 worker, kind, payload = pool.recv()
                 if kind == msg.READY:
-                    ready.add(worker)
+                    self._now_ready(worker)
+                    if worker == 0:
+                        break
                 elif kind == msg.ERROR:  # e.g. a worker could not rebuild map_func
                     raise msg.error_for(type(self).__name__, payload)
         except BaseException:
             self._stop()  # a failed start leaves no worker and no shared memory behind
             raise
+
+    def _now_ready(self, worker: int) -> None:
+        """``worker`` said READY: send it the tasks held for it, in order."""
+        for task in self._startup.now_ready(worker):
+            self._send(worker, task)
 
     def _live_pool(self) -> ProcessPool:
         if self._pool is None:
@@ -231,19 +246,29 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         if self._auto is not None and not self._auto.parallel:
             self._inline.append((task_id, chunk, rng_key))  # mapped when its result is wanted
             return
+        self._live_pool()
+        load, startup = self._load, self._startup
+        if startup.starting:  # some worker is not READY yet: see _startup
+            worker = startup.choose(load, self._active, len(chunk), self._tuner.per_item)
+            startup.sent(worker, len(chunk))
+            if not startup.hold(worker, (task_id, chunk, rng_key)):
+                self._send(worker, (task_id, chunk, rng_key))
+        else:
+            active = load if self._active == len(load) else load[: self._active]
+            worker = active.index(min(active))
+            self._send(worker, (task_id, chunk, rng_key))
+        load[worker] += 1
+
+    def _send(self, worker: int, task: tuple[TaskId, list[Any], RngKey]) -> None:
         pool = self._live_pool()
-        load = self._load
-        active = load if self._active == len(load) else load[: self._active]
-        worker = active.index(min(active))
         try:
-            pool.send(worker, msg.DATA, (task_id, chunk, rng_key))
+            pool.send(worker, msg.DATA, task)
         except zmq.ZMQError as e:  # EHOSTUNREACH: that worker is gone; name it once reapable
             deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline:
                 pool.check()
                 time.sleep(0.02)
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
-        load[worker] += 1
 
     def _in_consumer(self) -> int:
         """``num_proc="auto"`` while in-process is faster: map groups here (not a batching map,
@@ -337,7 +362,21 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     def _task_message(self, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:
         """The next message about a task. An error that is no task's (a worker that could
         not rebuild ``map_func``, which may come after every worker said READY) is raised."""
-        worker, kind, body = self._live_pool().recv(sizes=sizes)
+        pool, startup = self._live_pool(), self._startup
+        while True:
+            if startup.starting:
+                for w, task in startup.rebalance(self._load, self._active, self._tuner.per_item):
+                    self._send(w, task)
+                if startup.wants_start(self._tuner.per_item):
+                    pool.start_pending()
+            worker, kind, body = pool.recv(sizes=sizes)
+            if kind != msg.READY:
+                break
+            self._now_ready(worker)  # a worker started lazily (see _start_pool)
+            if sizes:
+                sizes.clear()
+        if startup.starting and kind != msg.ERROR:
+            startup.done(worker, self._flight.get(body[0], 0))
         if kind == msg.ERROR and isinstance(body, msg.ErrorRecord):
             raise msg.error_for(type(self).__name__, body)
         return worker, kind, body
@@ -356,6 +395,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     def _stop(self) -> None:
         with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
             pool, self._pool = self._pool, None
+            self._startup = StartupDispatch(0)
             if pool is not None:
                 pool.close()
 

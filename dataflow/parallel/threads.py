@@ -98,6 +98,7 @@ class MultiThreadMapData(ParallelMapBase):
         self._results: queue.Queue[Any] = queue.Queue()
         self._stopping = threading.Event()
         self._tuner.cap = max(1, self.buffer_size // (2 * self.num_thread))  # >= 2 tasks per thread
+        self._probe = 2 * self.num_thread
         for i in range(self.num_thread):
             t = threading.Thread(
                 target=_map_thread,

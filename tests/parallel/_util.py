@@ -46,9 +46,36 @@ def with_pid(dp: list[Any]) -> list[Any]:
     return [dp[0], os.getpid()]
 
 
+def with_pid_slowly(dp: list[Any]) -> list[Any]:
+    """:func:`with_pid` after 5 ms: slower than a map's start-up budget per worker."""
+    time.sleep(0.005)
+    return with_pid(dp)
+
+
 def global_random_map(dp: list[Any]) -> list[Any]:
     """``[i, pid, np.random.random(), random.random()]``: uses the process-global RNGs."""
     return [dp[0], os.getpid(), float(np.random.random()), random.random()]
+
+
+class AfterAllStarted:
+    """``func``, once ``n`` worker processes have called it (each waits for the others on its
+    first datapoint, up to 30 s, through files in ``path``), then 5 ms per datapoint: every
+    worker of a map maps a fair share even of a short epoch, however slowly its start method
+    starts the others (a map gives worker 0 the first tasks while the others start)."""
+
+    def __init__(self, path: str, n: int, func: Callable[[Any], Any]) -> None:
+        self.path, self.n, self.func = path, n, func
+        self._waited = False
+
+    def __call__(self, dp: Any) -> Any:
+        if not self._waited:
+            self._waited = True
+            open(os.path.join(self.path, str(os.getpid())), "w").close()
+            deadline = time.monotonic() + 30
+            while len(os.listdir(self.path)) < self.n and time.monotonic() < deadline:
+                time.sleep(0.005)
+        time.sleep(0.005)
+        return self.func(dp)
 
 
 class MyError(ValueError):

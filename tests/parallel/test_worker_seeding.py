@@ -3,6 +3,7 @@ gets a distinct stream, reproducible with ``seed=`` or ``dataflow.set_seed``."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 
 import pytest
@@ -111,9 +112,11 @@ def test_set_seed_reaches_spawned_workers(method: str) -> None:
 def _map_values(**kwargs: object) -> tuple[frozenset[tuple], frozenset[tuple]]:
     """Per-worker first K values of np.random.random() and random.random() in map workers."""
     src = ListFlow([[i] for i in range(40)])
-    with MultiProcessMapDataZMQ(src, 2, u.global_random_map, strict=True, ordered=True, **kwargs) as df:  # type: ignore[arg-type]
-        df.reset_state()
-        rows = list(df)
+    with tempfile.TemporaryDirectory() as started:
+        func = u.AfterAllStarted(started, 2, u.global_random_map)
+        with MultiProcessMapDataZMQ(src, 2, func, strict=True, ordered=True, **kwargs) as df:  # type: ignore[arg-type]
+            df.reset_state()
+            rows = list(df)
     assert [r[0] for r in rows] == list(range(40))
     np_streams = p.per_worker(rows, 1, 2, K)
     py_streams = p.per_worker(rows, 1, 3, K)
