@@ -146,6 +146,9 @@ IDLE_BEFORE_RUN = 0.5
 TORCH_HAND = "by hand: torch.from_numpy loop"
 TF_HAND = "by hand: tf.data.Dataset.from_generator"
 JAX_HAND = "by hand: jax.device_put loop"
+JAX_STEP = "direct + step (numpy batches into a jitted step)"
+TF_GRAPH = "dataflow_to_dataset, consumed in a tf.function"
+TF_GRAPH_HAND = "by hand: from_generator, consumed in a tf.function"
 
 
 SELECTED = {"torch", "tensorflow", "jax"}
@@ -205,6 +208,9 @@ def contenders(df: DataFlow, diagnostics: bool) -> list[TimedContender]:
 
         by_hand = tf.data.Dataset.from_generator(plain_generator, output_signature=tf_ds.element_spec)
         out.append(timed(TF_HAND, lambda: drain(by_hand)))
+        # Consumed inside a tf.function, as Keras's fit() does: no eager per-element cost
+        out.append(timed(TF_GRAPH, _in_graph(tf, tf_ds), TF_GRAPH_HAND))
+        out.append(timed(TF_GRAPH_HAND, _in_graph(tf, by_hand)))
     if have("jax"):
         import jax
 
@@ -217,7 +223,31 @@ def contenders(df: DataFlow, diagnostics: bool) -> list[TimedContender]:
                              lambda: drain(_prefetch_before(df, 2), wait), JAX_HAND))
         put = lambda b: jax.block_until_ready(jax.device_put(b))  # noqa: E731
         out.append(timed(JAX_HAND, lambda: drain(df, put)))
+        # With a training step: what prefetching is for (the step runs while the next batch
+        # is read and placed); the reference hands numpy batches to the jitted step.
+        step = _jax_step(jax)
+        out.append(timed(JAX_STEP, lambda: drain(df, step)))
+        out.append(timed("prefetch_to_device + step", lambda: drain(prefetch_to_device(df, 2), step), JAX_STEP))
     return out
+
+
+def _in_graph(tf: Any, dataset: Any) -> Callable[[], int]:
+    """Count the batches of ``dataset`` inside one ``tf.function`` (graph-mode iteration)."""
+    count = tf.function(lambda: dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+
+    def run() -> int:
+        return int(count()) * BATCH
+
+    return run
+
+
+def _jax_step(jax: Any) -> Callable[[Any], Any]:
+    """A jitted step on a batch (a small matmul, ~0.1-0.3 ms on 2 CPU cores), waited for."""
+    import jax.numpy as jnp
+
+    weight = jnp.asarray(np.random.default_rng(1).random((int(np.prod(SHAPE)), 16), dtype=np.float32))
+    f = jax.jit(lambda x, y: (x.reshape(x.shape[0], -1) @ weight).sum() + y.sum())
+    return lambda b: jax.block_until_ready(f(b[0], b[1]))
 
 
 def _prefetch_before(iterable: Iterable[Any], size: int) -> Iterator[Any]:

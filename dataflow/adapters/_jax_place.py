@@ -125,7 +125,7 @@ class Placer:
             return self._public(x)
         if not x.flags.c_contiguous or not x.dtype.isnative:
             return self._public(x)
-        if self._align and x.ctypes.data % ALIGN and x.nbytes >= _ALIGN_MIN_BYTES:
+        if self._align and x.nbytes >= _ALIGN_MIN_BYTES and x.__array_interface__["data"][0] % ALIGN:
             # XLA keeps a reference to an aliased array: the pool reuses a buffer only after it
             aligned = self._buffers.empty(x.shape, x.dtype)
             np.copyto(aligned, x)
