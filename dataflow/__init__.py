@@ -48,7 +48,8 @@ from .parallel import (
     PrefetchData,
     PrefetchDataZMQ,
 )
-from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
+from .parallel.map_and_batch import MultiProcessMapAndBatchDataZMQ
+from .parallel.maps import MultiProcessMapData, MultiProcessMapDataZMQ
 from .parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
 from .parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
 from .parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData

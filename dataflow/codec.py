@@ -75,6 +75,30 @@ def _check_dtype(dtype: np.dtype, what: str) -> None:
         )
 
 
+_SMALL_INTS = [bytes([i]) for i in range(128)]  # msgpack's positive fixint: the int itself
+_PREFIXES: dict[tuple[np.dtype, tuple[int, ...]], bytes] = {}  # see _array_prefix
+_MAX_PREFIXES = 1024
+
+
+def _array_prefix(arr: np.ndarray) -> bytes:
+    """The start of an array's extension payload, the msgpack of ``[descr, shape, index]``
+    up to ``index``: a 3-element array header, ``descr``, ``shape``. Datapoints of one
+    dataset repeat a few dtypes and shapes, so each prefix is built (and its dtype checked)
+    once: a Packer per array cost more than the rest of encoding a small array. The bytes
+    are those of packing the whole list at once."""
+    key = (arr.dtype, arr.shape)
+    prefix = _PREFIXES.get(key)
+    if prefix is None:
+        _check_dtype(arr.dtype, "a numpy array")
+        descr = arr.dtype.descr if arr.dtype.fields else arr.dtype.str
+        packer = _Packer(use_bin_type=True)
+        prefix = b"\x93" + packer.pack(descr) + packer.pack(arr.shape)
+        if len(_PREFIXES) >= _MAX_PREFIXES:
+            _PREFIXES.clear()
+        _PREFIXES[key] = prefix
+    return prefix
+
+
 class _Encoder:
     """One encoding: msgpack for the structure, array bytes collected as separate buffers."""
 
@@ -82,13 +106,11 @@ class _Encoder:
         self.buffers: list[memoryview] = []
 
     def array(self, arr: np.ndarray, code: int) -> msgpack.ExtType:
-        _check_dtype(arr.dtype, "a numpy array")
+        prefix = _array_prefix(arr)
         arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray makes 0-d 1-d
         self.buffers.append(arr.reshape(-1).view(np.uint8).data)  # no copy; datetime/structured too
-        descr = arr.dtype.descr if arr.dtype.fields else arr.dtype.str
-        return msgpack.ExtType(
-            code, _Packer(use_bin_type=True).pack([descr, arr.shape, len(self.buffers) - 1])
-        )
+        index = len(self.buffers) - 1
+        return msgpack.ExtType(code, prefix + (_SMALL_INTS[index] if index < 128 else _Packer().pack(index)))
 
     def default(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):

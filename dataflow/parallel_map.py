@@ -2,7 +2,8 @@
 the same names, re-exported from where they live now. New code imports from :mod:`dataflow`."""
 
 from .parallel import MultiProcessMapAndBatchData
-from .parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapData, MultiProcessMapDataZMQ
+from .parallel.map_and_batch import MultiProcessMapAndBatchDataZMQ
+from .parallel.maps import MultiProcessMapData, MultiProcessMapDataZMQ
 from .parallel.threads import MultiThreadMapData
 
 __all__ = [

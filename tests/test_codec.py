@@ -512,3 +512,17 @@ def test_deep_nesting_raises_codec_error_without_crashing(case: str, depth: int,
         f"stderr tail:\n{proc.stderr[-1500:]}"
     )
     assert proc.stdout.strip() in allowed, proc.stdout
+
+
+@given(numpy_arrays(), st.integers(0, 2**20))
+def test_cached_array_header_is_the_bytes_of_packing_it_whole(arr: np.ndarray, index: int) -> None:
+    """The encoder builds an array's header from a per-(dtype, shape) prefix: the bytes must
+    be exactly those of packing ``[descr, shape, index]`` at once (the format is unchanged)."""
+    from dataflow import codec
+    from dataflow._msgpack import Packer
+
+    descr = arr.dtype.descr if arr.dtype.fields else arr.dtype.str
+    whole = Packer(use_bin_type=True).pack([descr, arr.shape, index])
+    for _ in range(2):  # built, then from the cache
+        tail = codec._SMALL_INTS[index] if index < 128 else Packer().pack(index)
+        assert codec._array_prefix(arr) + tail == whole

@@ -34,7 +34,7 @@ from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerDied
 from ..parallel import _messages as msg
 from ..parallel._map_base import ParallelMapBase, RngKey, TaskId
-from ..parallel.maps import _apply
+from ..parallel._map_worker import apply_map
 from ._connect import actor_options, connected_ray, ray_module
 from ._owned import owned
 from ._wire import Packed, pack, unpack
@@ -59,7 +59,7 @@ class _MapActor:
     def apply(self, task_id: TaskId, chunk: Packed, rng_key: RngKey) -> tuple[TaskId, bytes, Any]:
         """The chunk's results, or an error record (chunk and results packed: see :mod:`._wire`)."""
         try:
-            return task_id, msg.DATA, pack(_apply(self.map_func, unpack(chunk), rng_key))
+            return task_id, msg.DATA, pack(apply_map(self.map_func, unpack(chunk), rng_key))
         except BaseException as e:
             return task_id, msg.ERROR, msg.capture_error(e, self.where)
 

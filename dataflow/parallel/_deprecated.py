@@ -8,7 +8,7 @@ import functools
 from typing import Any, TypeVar
 
 from .._deprecation import warn_once
-from .maps import MultiProcessMapAndBatchDataZMQ
+from .map_and_batch import MultiProcessMapAndBatchDataZMQ
 from .runners import MultiProcessRunner, MultiProcessRunnerZMQ
 from .threads import MultiThreadRunner
 

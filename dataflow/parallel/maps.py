@@ -1,5 +1,6 @@
 """Parallel maps in worker processes: :class:`MultiProcessMapDataZMQ` (alias
-:data:`MultiProcessMapData`) and :class:`MultiProcessMapAndBatchDataZMQ`.
+:data:`MultiProcessMapData`); the batching one, :class:`MultiProcessMapAndBatchDataZMQ`, is in
+:mod:`dataflow.parallel.map_and_batch`.
 
 The upstream is read **in the consumer process** (it is reset there, once); datapoints are
 sent to ``num_proc`` workers that apply ``map_func`` and send results back. Each task goes
@@ -14,7 +15,6 @@ random augmentations drawing from a worker's RNG differ across workers.
 from __future__ import annotations
 
 import dataclasses
-import pickle
 import time
 from collections import deque
 from collections.abc import Callable
@@ -22,11 +22,10 @@ from typing import Any
 
 import zmq
 
-from .. import _trace, seeding
+from .. import _trace
 from .._checks import check_int
 from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerError
-from ..ops._stack import collate
 from . import _messages as msg
 from ._autotune import (
     AUTO_BUFFER_PER_WORKER,
@@ -36,61 +35,18 @@ from ._autotune import (
     available_cores,
     memory_bound_workers,
 )
-from ._autoworkers import AutoBuffer, AutoWorkers
+from ._autoworkers import AutoBuffer, AutoWorkers, has_large_buffer, large_bytes
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
+from ._map_worker import apply_map, map_worker
 from ._options import WorkerOptions
-from ._pool import DEFAULT_SHM_BYTES, ProcessPool, worker_link
-from ._slot_batch import send_batch
+from ._pool import DEFAULT_SHM_BYTES, ProcessPool
 from ._startup import StartupDispatch
 
-__all__ = ["MultiProcessMapAndBatchDataZMQ", "MultiProcessMapData", "MultiProcessMapDataZMQ"]
+__all__ = ["MultiProcessMapData", "MultiProcessMapDataZMQ"]
 
 #: most datapoints a ``num_proc="auto"`` map maps at once in the consumer
 HERE_MAX = 1024
-
-
-def _apply(map_func: Callable[..., Any], chunk: list[Any], rng_key: RngKey) -> list[Any]:
-    """``map_func`` over a chunk, ``None`` results dropped; with an item RNG key, each
-    datapoint also gets its generator."""
-    if rng_key is None:
-        return [r for r in map(map_func, chunk) if r is not None]
-    base, epoch, first = rng_key
-    out = (map_func(dp, seeding.item_rng(base, epoch, first + j)) for j, dp in enumerate(chunk))
-    return [r for r in out if r is not None]
-
-
-def _map_worker(
-    parent: tuple[int, bool],
-    endpoint: str,
-    ring_path: str | None,
-    index: int,
-    map_func: Callable[..., Any],
-    options: WorkerOptions,
-    seed: int | None,
-    batch_size: int,
-) -> None:
-    """Serve tasks forever: map each chunk, batch full chunks when ``batch_size`` is set.
-    Never raises: every exception, a task that cannot be decoded included, goes back as an
-    ERROR result."""
-    link = worker_link(parent, endpoint, ring_path, index, options, (index,), seed)
-    map_func = link.rebuild(map_func)
-    where = f"map_func in worker {index} (pid {link.pid})"
-    stage = options.stage
-    clock = time.perf_counter
-    while True:
-        task_id = None
-        try:
-            _, _, (task_id, chunk, rng_key) = msg.recv(link.sock)
-            t0 = clock()
-            out = _apply(map_func, chunk, rng_key)
-            busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it (t0: traces)
-            if batch_size and len(out) == batch_size:
-                send_batch(link, stage, (task_id, out, busy, t0))
-            else:
-                link.send(msg.DATA, (task_id, out, busy, t0))
-        except BaseException as e:
-            link.send(msg.ERROR, (task_id, msg.capture_error(e, where)))
 
 
 class MultiProcessMapDataZMQ(ParallelMapBase):
@@ -203,7 +159,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         n = self._most
         options = self.options
         if sample is not None and options.shm_bytes is None:
-            self._small_results = not _has_large_buffer(sample)
+            self._small_results = not has_large_buffer(sample)
         if self._small_results:
             options = dataclasses.replace(options, shm_bytes=0)
         seed = options.worker_seed()
@@ -211,7 +167,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         # Worker 0 now, the others when _startup says tasks wait for them (or LAZY_START_S):
         # a fork blocks the consumer, so forking every worker first delays the first batch.
         self._pool = pool = ProcessPool(
-            options, _map_worker, args, {"map_func": self.map_func}, lazy=True, start_on_data=False
+            options, map_worker, args, {"map_func": self.map_func}, lazy=True, start_on_data=False
         )
         self._load = [0] * n
         self._startup = StartupDispatch(n)
@@ -303,7 +259,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         t0 = time.perf_counter()
         out: Any
         try:
-            kind, out = msg.DATA, _apply(self.map_func, chunk, rng_key)
+            kind, out = msg.DATA, apply_map(self.map_func, chunk, rng_key)
         except Exception as e:
             where = "map_func (in-process: num_proc='auto' found it faster than workers)"
             kind, out = msg.ERROR, msg.capture_error(e, where, same_process=True)
@@ -313,7 +269,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             tr.span(tr.stage_track(self), f"map in-process ({len(chunk)} datapoints)", t0, now)
         self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
         if kind == msg.DATA and out:  # what sending a result would cost a worker (one of them)
-            auto.result_bytes = max(0, _large_bytes(out[0]))
+            auto.result_bytes = max(0, large_bytes(out[0]))
         if auto.mapped_inline(len(chunk), now - t0, now):
             self._active = auto.plan.workers
             if self._pool is None:
@@ -400,28 +356,6 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
                 pool.close()
 
 
-def _large_bytes(obj: Any) -> int:
-    """Bytes of the buffers of ``obj`` that would travel through shared memory (numpy arrays
-    of 16 KiB and more; they are not copied here); -1 if ``obj`` cannot be pickled."""
-    total = 0
-
-    def large(buf: pickle.PickleBuffer) -> bool:
-        nonlocal total
-        n = buf.raw().nbytes
-        total += n if n >= msg.OOB_MIN_BYTES else 0
-        return False  # out of band: not copied into the pickle
-
-    try:
-        pickle.dumps(obj, protocol=5, buffer_callback=large)
-    except Exception:  # unpicklable results fail in the workers, with a clear error
-        return -1
-    return total
-
-
-def _has_large_buffer(results: list[Any]) -> bool:
-    return _large_bytes(results) != 0
-
-
 def _not_str(stage: str, name: str, value: Any) -> Any:
     if isinstance(value, str):
         raise ValueError(f'{stage}: {name} must be an int >= 1 or "auto", got {value!r}')
@@ -432,80 +366,11 @@ def _not_str(stage: str, name: str, value: Any) -> Any:
 MultiProcessMapData = MultiProcessMapDataZMQ
 
 
-class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
-    """Map ``batch_size`` datapoints at a time in a worker and batch them there.
+def __getattr__(name: str) -> Any:
+    """``MultiProcessMapAndBatchDataZMQ`` moved to :mod:`dataflow.parallel.map_and_batch`;
+    importing it from here still works (it is also ``dataflow.MultiProcessMapAndBatchDataZMQ``)."""
+    if name == "MultiProcessMapAndBatchDataZMQ":
+        from .map_and_batch import MultiProcessMapAndBatchDataZMQ
 
-    Each task is a chunk of ``batch_size`` upstream datapoints; the worker maps them and,
-    when none was dropped, batches them itself (as :class:`~dataflow.BatchData` would), so
-    only one message per batch crosses processes. Chunks with dropped datapoints come back
-    unbatched and are topped up from later ones here, so every batch has ``batch_size``
-    datapoints. At the end of a strict pass the rest is produced if ``remainder`` else
-    dropped. ``len`` is ``len(ds) // batch_size`` (``ceil`` with ``remainder``).
-    ``buffer_size`` (default ``3 * batch_size``) counts datapoints in flight. ``num_proc`` and
-    ``buffer_size`` may be ``"auto"`` as for :class:`MultiProcessMapDataZMQ` (in-process, the
-    batches are made in this process; ``"auto"`` buffers hold at least two batches per worker).
-    """
-
-    _state_kind = "ParallelMapAndBatch"
-
-    def __init__(
-        self,
-        ds: DataFlow[Any],
-        num_proc: int | str,
-        map_func: Callable[..., Any],
-        batch_size: int,
-        buffer_size: int | str | None = None,
-        strict: bool = False,
-        remainder: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        bs = check_int(type(self).__name__, "batch_size", batch_size)
-        buffer_size = 3 * bs if buffer_size is None else buffer_size
-        super().__init__(ds, num_proc, map_func, buffer_size, strict, chunk=bs, **kwargs)
-        self._batch_size = self.batch_size = bs
-        self.remainder = bool(remainder)
-        self._carry: list[Any] = []
-
-    def __len__(self) -> int:
-        size = len(self.ds)
-        return -(-size // self.batch_size) if self.remainder else size // self.batch_size
-
-    def _clear_epoch_state(self) -> None:
-        super()._clear_epoch_state()
-        self._carry = []
-
-    def _outputs(self, kind: bytes, payload: Any, skip: int) -> int:
-        carry, bs = self._carry, self.batch_size
-        if kind == msg.BATCH:
-            if not carry and not skip:
-                self._ready.append(payload)
-                return bs
-            payload = _unbatch(payload)  # datapoints carried from a chunk with drops go first
-        payload = payload[skip:]
-        carry.extend(payload)
-        while len(carry) >= bs:
-            self._ready.append(collate(type(self).__name__, carry[:bs]))
-            del carry[:bs]
-        return len(payload)
-
-    def _unyielded_units(self) -> int:
-        return sum(_batch_len(b) for b in self._ready) + len(self._carry)
-
-    def _finish_pass(self) -> None:
-        if self._carry and self.remainder:
-            self._ready.append(collate(type(self).__name__, self._carry))
-        self._carry = []
-
-
-def _batch_len(batch: Any) -> int:
-    first = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]
-    return len(first)
-
-
-def _unbatch(batch: Any) -> list[Any]:
-    """The datapoints of a batch made by ``collate`` (rows of its components)."""
-    if isinstance(batch, dict):
-        n = len(next(iter(batch.values())))
-        return [{k: v[i] for k, v in batch.items()} for i in range(n)]
-    n = len(batch[0])
-    return [[c[i] for c in batch] for i in range(n)]
+        return MultiProcessMapAndBatchDataZMQ
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

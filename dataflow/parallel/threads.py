@@ -27,8 +27,8 @@ from ..errors import DataFlowNotReset, StateError
 from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
+from ._map_worker import apply_map
 from ._thread_util import END, POLL_S, Pause, get, put, stop_threads
-from .maps import _apply
 from .prefetch import ThreadPrefetchData
 
 __all__ = ["MultiThreadMapData", "MultiThreadRunner", "ThreadPrefetchData"]
@@ -56,7 +56,7 @@ def _map_thread(
         task_id, chunk, rng_key = item
         t0 = clock()
         try:
-            out = _apply(func, chunk, rng_key)
+            out = apply_map(func, chunk, rng_key)
         except BaseException as e:
             results.put((task_id, msg.ERROR, msg.capture_error(e, where, same_process=True), 0.0, t0, index))
         else:  # the map time sizes the next tasks (ChunkTuner); t0 and index: traces
