@@ -75,6 +75,7 @@ def _check_dtype(dtype: np.dtype, what: str) -> None:
         )
 
 
+_tuple_new = tuple.__new__  # ExtType's own __new__ re-checks types (1 us per array)
 _SMALL_INTS = [bytes([i]) for i in range(128)]  # msgpack's positive fixint: the int itself
 _PREFIXES: dict[tuple[np.dtype, tuple[int, ...]], bytes] = {}  # see _array_prefix
 _MAX_PREFIXES = 1024
@@ -108,9 +109,15 @@ class _Encoder:
     def array(self, arr: np.ndarray, code: int) -> msgpack.ExtType:
         prefix = _array_prefix(arr)
         arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray makes 0-d 1-d
-        self.buffers.append(arr.reshape(-1).view(np.uint8).data)  # no copy; datetime/structured too
-        index = len(self.buffers) - 1
-        return msgpack.ExtType(code, prefix + (_SMALL_INTS[index] if index < 128 else _Packer().pack(index)))
+        try:  # the bytes, no copy: the buffer protocol is ~4x cheaper than reshape/view/.data
+            data = memoryview(arr).cast("B")
+        except (TypeError, ValueError):  # datetimes (no buffer format), zero-size sides
+            data = arr.reshape(-1).view(np.uint8).data
+        buffers = self.buffers
+        index = len(buffers)
+        buffers.append(data)
+        header = prefix + (_SMALL_INTS[index] if index < 128 else _Packer().pack(index))
+        return _tuple_new(msgpack.ExtType, (code, header))  # ExtType(code, header), unchecked: both are right
 
     def default(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
