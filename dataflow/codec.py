@@ -110,7 +110,7 @@ class _Encoder:
         prefix = _array_prefix(arr)
         arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray makes 0-d 1-d
         try:  # the bytes, no copy: the buffer protocol is ~4x cheaper than reshape/view/.data
-            data = memoryview(arr).cast("B")
+            data = memoryview(arr).cast("B")  # type: ignore[arg-type]
         except (TypeError, ValueError):  # datetimes (no buffer format), zero-size sides
             data = arr.reshape(-1).view(np.uint8).data
         buffers = self.buffers
