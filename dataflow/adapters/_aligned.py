@@ -26,29 +26,25 @@ class AlignedPool:
     def __init__(self, size: int = 4) -> None:
         self.size = size
         self._pool: list[np.ndarray] = []  # raw uint8 buffers
-        self._start: dict[int, int] = {}  # id(raw buffer) -> offset of its first aligned byte
+        self._starts: list[int] = []  # offset of each buffer's first aligned byte
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        # math.prod and the cached offset: np.prod and ndarray.ctypes cost ~10 us per call,
-        # as much as the transfer this buffer saves a copy for
+        # math.prod and the offsets kept: np.prod and ndarray.ctypes cost ~10 us per call, as
+        # much as the transfer this buffer saves a copy for
         need = math.prod(shape) * dtype.itemsize + ALIGN
         pool = self._pool
         # free: only the pool (and getrefcount's argument) refers to it, no view is left
         free = [i for i in range(len(pool)) if sys.getrefcount(pool[i]) <= 2]
         fit = [i for i in free if pool[i].nbytes >= need]
         if fit:
-            raw = pool[fit[0]]
+            raw, start = pool[fit[0]], self._starts[fit[0]]
         else:
             raw = np.empty(need, np.uint8)
+            start = -raw.ctypes.data % ALIGN
             if len(pool) < self.size:
                 pool.append(raw)
+                self._starts.append(start)
             elif free:  # replace the smallest buffer not in use
                 i = min(free, key=lambda i: pool[i].nbytes)
-                self._start.pop(id(pool[i]), None)
-                pool[i] = raw
-        start = self._start.get(id(raw))
-        if start is None:
-            start = -raw.ctypes.data % ALIGN
-            if any(b is raw for b in pool):
-                self._start[id(raw)] = start
+                pool[i], self._starts[i] = raw, start
         return raw[start : start + need - ALIGN].view(dtype).reshape(shape)

@@ -239,7 +239,7 @@ class ParallelMapBase(ProxyDataFlow):
             held = self._flight_items + self._pending_items
             if held and held + size > limit:
                 return True
-            if self._probe and self._inflight >= self._probe and self._tuner.per_item is None:
+            if self._probe and self._inflight >= self._probe:
                 return True  # the first result sizes the rest (see __init__)
             chunk = list(islice(source, size))
             if not chunk:

@@ -172,7 +172,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._load = [0] * n
         self._startup = StartupDispatch(n)
         self._tuner.cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
-        self._probe = 2 * self._active
+        self._probe = 2 * self._active if self._tuner.per_item is None else 0  # see ParallelMapBase
         if self._abuf is not None and pool.ring_bytes:
             self._abuf.budget = pool.ring_bytes // 2  # results in flight stay in shared memory
         try:

@@ -98,7 +98,7 @@ class MultiThreadMapData(ParallelMapBase):
         self._results: queue.Queue[Any] = queue.Queue()
         self._stopping = threading.Event()
         self._tuner.cap = max(1, self.buffer_size // (2 * self.num_thread))  # >= 2 tasks per thread
-        self._probe = 2 * self.num_thread
+        self._probe = 2 * self.num_thread if self._tuner.per_item is None else 0  # see ParallelMapBase
         for i in range(self.num_thread):
             t = threading.Thread(
                 target=_map_thread,
