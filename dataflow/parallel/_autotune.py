@@ -42,7 +42,8 @@ logger = logging.getLogger("dataflow.autotune")
 #: cost per task (~30-60 us: pickling, two socket operations, bookkeeping) is a few percent,
 #: short enough that the last task of a pass does not leave the other workers idle for long.
 TASK_SECONDS = 0.002
-#: weight of the newest measurement in the running per-datapoint estimate
+#: weight of the newest measurement in the running per-datapoint estimate (at least: more
+#: while it holds more datapoints than all those measured before it)
 _ALPHA = 0.25
 
 
@@ -51,7 +52,7 @@ class ChunkTuner:
     measured map time per datapoint so that a task takes about :data:`TASK_SECONDS`, within
     ``[1, cap]``. Starts at 1 (nothing is known yet; the first results also come sooner)."""
 
-    __slots__ = ("cap", "chunk", "fixed", "per_item", "stage")
+    __slots__ = ("_seen", "cap", "chunk", "fixed", "per_item", "stage")
 
     def __init__(self, stage: str, fixed: int | None, cap: int) -> None:
         self.stage = stage
@@ -59,14 +60,19 @@ class ChunkTuner:
         self.cap = max(1, cap)
         self.chunk = fixed if fixed is not None else 1
         self.per_item: float | None = None  # seconds of map time per datapoint (running estimate)
+        self._seen = 0  # datapoints measured so far
 
     def observe(self, items: int, busy: float) -> None:
         """A task of ``items`` datapoints kept a worker busy for ``busy`` seconds."""
         if items <= 0 or busy < 0:
             return
         sample = busy / items
-        est = self.per_item
-        self.per_item = est = sample if est is None else est + _ALPHA * (sample - est)
+        est, seen = self.per_item, self._seen
+        # Weighted by datapoints while few are measured: the first task's one datapoint (often
+        # slow: caches cold) must not outweigh the hundreds of the task it sized.
+        weight = max(_ALPHA, items / (seen + items))
+        self.per_item = est = sample if est is None else est + weight * (sample - est)
+        self._seen = seen + items
         if self.fixed is not None:
             return  # measured all the same: the workers' start-up dispatch uses the estimate
         want = self.cap if est <= TASK_SECONDS / self.cap else max(1, min(self.cap, int(TASK_SECONDS / est)))

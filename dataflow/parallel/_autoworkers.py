@@ -104,11 +104,13 @@ class AutoWorkers:
         self._spent += spent
         return now - (now if self._start is None else self._start)
 
-    def mapped_inline(self, items: int, busy: float, now: float) -> bool:
+    def mapped_inline(self, items: int, busy: float, now: float, *, measured: bool = True) -> bool:
         """A task of ``items`` datapoints was mapped in-process in ``busy`` s; ``True`` when the
-        map should now go to :attr:`WorkerPlan.workers` worker processes."""
+        map should now go to :attr:`WorkerPlan.workers` worker processes. ``measured=False``:
+        ``busy`` is an estimate (a group mapped in the consumer's loop, not timed); it counts
+        in the window's totals but not among the groups' measured times."""
         elapsed = self._window(items, busy, now)
-        if items > 0:
+        if items > 0 and measured:
             self._per_item.append(busy / items)
         n = self._items
         if self.decided:
@@ -129,6 +131,19 @@ class AutoWorkers:
             self.plan.decide(work, own, quiet=not first, avoid=self._avoid(now), ship=ship)
             self._moved(0)
         return self.parallel
+
+    def too_cheap_for_workers(self, work: float) -> None:
+        """The map was measured at ``work`` s per datapoint in-process, less than receiving a
+        worker's result costs the consumer (:attr:`WorkerPlan.transport`): no worker count can
+        be faster, so the probe is over (decided: in-process) without running its course."""
+        if self.decided or self.parallel:
+            return
+        self.decided = True
+        logger.debug(
+            "%s: maps in-process (map %.2f us/datapoint, under the %.1f us a worker's result costs "
+            "the consumer: no worker count is faster)",
+            self.plan.stage, work * 1e6, self.plan.transport * 1e6,
+        )
 
     def received(self, items: int, wait: float, now: float) -> int | None:
         """A result of ``items`` datapoints arrived after the consumer waited ``wait`` s for

@@ -37,7 +37,7 @@ from ._autotune import (
 )
 from ._autoworkers import AutoBuffer, AutoWorkers, has_large_buffer, large_bytes
 from ._interrupts import deferred_sigint
-from ._map_base import ParallelMapBase, RngKey, TaskId
+from ._map_base import IN_CONSUMER, ParallelMapBase, RngKey, TaskId
 from ._map_worker import apply_map, map_worker
 from ._options import WorkerOptions
 from ._pool import DEFAULT_SHM_BYTES, ProcessPool
@@ -47,6 +47,12 @@ __all__ = ["MultiProcessMapData", "MultiProcessMapDataZMQ"]
 
 #: most datapoints a ``num_proc="auto"`` map maps at once in the consumer
 HERE_MAX = 1024
+#: ``num_proc="auto"`` in-process: a map so cheap that workers cannot pay maps the rest of a
+#: pass unmeasured when it was measured within this long (see ``_serial_rest``) ...
+MEASURE_GAP_S = 0.1
+#: ... and at least this many groups were measured since the start (the first has one
+#: datapoint, often slow: caches cold)
+MEASURED_FIRST = 2
 
 
 class MultiProcessMapDataZMQ(ParallelMapBase):
@@ -135,6 +141,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._load: list[int] = []
         self._startup = StartupDispatch(0)  # task placement while workers start (see _startup)
         self._small_results = False  # num_proc="auto" saw no large buffer: workers get no rings
+        self._measured_at = 0.0  # num_proc="auto": when a group mapped in-process was last timed
+        self._measures = 0  # ... and how many were
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -247,6 +255,28 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             raise msg.error_for(type(self).__name__, out)
         return out  # type: ignore[no-any-return]
 
+    def _serial_rest(self) -> bool:
+        """``num_proc="auto"`` in-process, when the map measured in the latest
+        :data:`MEASURE_GAP_S` costs less per datapoint than receiving a result from a worker
+        costs the consumer (:attr:`WorkerPlan.transport`): no worker count can be faster, so
+        the rest of the pass is mapped as ``.map`` maps (no groups, no clock; the next pass
+        measures again). Not with item RNGs or while tracing (each group is measured there)."""
+        auto = self._auto
+        if auto is None or auto.parallel or self.item_rng or self._batch_size or _trace.current:
+            return False
+        est = self._tuner.per_item
+        if est is None or est >= auto.plan.transport or self._measures < MEASURED_FIRST:
+            return False
+        if time.perf_counter() - self._measured_at >= MEASURE_GAP_S:
+            return False
+        auto.too_cheap_for_workers(est)
+        return True
+
+    def _serial_done(self) -> None:
+        auto = self._auto
+        if auto is not None:  # the loop was not measured: a new window begins
+            auto.restart(time.perf_counter())
+
     def _map_inline(self, auto: AutoWorkers) -> tuple[TaskId, bytes, Any]:
         task_id, chunk, rng_key = self._inline.popleft()
         return (task_id, *self._map_inline_task(auto, chunk, rng_key)[1:])
@@ -261,9 +291,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         try:
             kind, out = msg.DATA, apply_map(self.map_func, chunk, rng_key)
         except Exception as e:
-            where = "map_func (in-process: num_proc='auto' found it faster than workers)"
-            kind, out = msg.ERROR, msg.capture_error(e, where, same_process=True)
-        now = time.perf_counter()
+            kind, out = msg.ERROR, msg.capture_error(e, IN_CONSUMER, same_process=True)
+        now = self._measured_at = time.perf_counter()
+        self._measures += 1
         tr = _trace.current
         if tr is not None:
             tr.span(tr.stage_track(self), f"map in-process ({len(chunk)} datapoints)", t0, now)

@@ -64,6 +64,17 @@ def test_chunk_ignores_small_wobbles() -> None:
     assert t.chunk == 40
 
 
+def test_a_first_one_datapoint_task_does_not_outweigh_the_large_task_after_it() -> None:
+    t = ChunkTuner("M", None, cap=1000)
+    t.observe(1, 50e-6)  # the first datapoint: caches cold, 50 us
+    t.observe(500, 500 * 1e-6)  # then 500 at 1 us each
+    assert t.per_item is not None and t.per_item < 1.2e-6
+    for _ in range(20):
+        t.observe(500, 500 * 1e-6)
+    t.observe(500, 500 * 2e-6)  # once many are measured, one task moves it by a quarter
+    assert t.per_item == pytest.approx(1.25e-6, rel=1e-3)
+
+
 def test_fixed_chunk_never_changes() -> None:
     t = ChunkTuner("M", 4, cap=50)
     t.observe(4, 1e-6)
@@ -552,3 +563,119 @@ def noisy(dp: list[int], rng: Any) -> list[Any]:
 
 def test_auto_in_process_groups_with_item_rng_resume_exactly() -> None:
     check_resume(lambda: _num_auto(noisy, 60, item_rng=True, seed=7), epochs=2, max_cuts=10)
+
+
+# -- num_proc="auto": a map too cheap for workers maps the rest of a pass as .map does ------
+
+
+class _Calls:
+    """A cheap map that counts its calls (it runs in this process: no worker pays for it)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, dp: list[int]) -> list[int] | None:
+        self.n += 1
+        return None if dp[0] % 3 == 2 else [dp[0]]
+
+
+def test_auto_cheap_map_maps_the_rest_of_a_pass_without_reading_ahead() -> None:
+    # Groups mapped here are mapped ahead of the consumer; the rest of a pass of a map that
+    # no worker count can speed up is mapped one datapoint at a time, as .map does.
+    import time
+
+    calls, n = _Calls(), 3000
+    src = D.DataFromList([[i] for i in range(n)], shuffle=False)
+    expected = [i for i in range(n) if i % 3 != 2]
+    with src.parallel_map(calls, num_proc="auto", timeout=60) as df:
+        df.reset_state()
+        deadline = time.monotonic() + 60
+        while True:  # a loaded machine may measure a group slow: another pass measures again
+            out, lazy_from = [], None
+            start = calls.n
+            for dp in df:
+                out.append(dp[0])
+                mapped = calls.n - start  # inputs mapped so far this pass
+                lazy = mapped == dp[0] + 1  # exactly up to the one just yielded
+                lazy_from = (lazy_from if lazy_from is not None else len(out)) if lazy else None
+            assert out == expected
+            assert df.worker_pids == []
+            if lazy_from is not None and lazy_from <= len(expected) // 2:
+                break  # the second half of the pass was mapped as it was consumed
+            assert time.monotonic() < deadline, "the pass was never mapped without reading ahead"
+
+
+def test_auto_cheap_map_resumes_exactly_from_inside_the_unmeasured_rest() -> None:
+    check_resume(lambda: _num_auto(drop_odd, 3000), epochs=2, max_cuts=12)
+
+
+class _FailsAt(D.DataFlow):
+    """``[0] .. [n-1]``, raising ``LookupError`` at ``bad`` from the second epoch on."""
+
+    def __init__(self, n: int, bad: int) -> None:
+        self.n, self.bad, self.epochs = n, bad, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Any:
+        self.epochs += 1
+        for i in range(self.n):
+            if self.epochs > 1 and i == self.bad:
+                raise LookupError(f"upstream broke at {i}")
+            yield [i]
+
+
+def _fails_in_map_at_2500(dp: list[int]) -> list[int]:
+    if dp[0] == 2500 and getattr(_fails_in_map_at_2500, "armed", False):
+        raise KeyError("map broke at 2500")
+    return dp
+
+
+def test_auto_cheap_map_errors_name_the_map_only_when_it_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The map's own error is the user's type, noted as raised by map_func in-process; the
+    # upstream's error goes through untouched (no note blaming the map).
+    with D.DataFromList([[i] for i in range(3000)], shuffle=False).parallel_map(
+        _fails_in_map_at_2500, num_proc="auto", timeout=60
+    ) as df:
+        df.reset_state()
+        assert len(list(df)) == 3000  # measured, then the rest unmeasured
+        monkeypatch.setattr(_fails_in_map_at_2500, "armed", True, raising=False)
+        with pytest.raises(KeyError, match="map broke at 2500") as info:
+            list(df)
+        assert any("map_func (in-process" in note for note in getattr(info.value, "__notes__", []))
+    with _FailsAt(3000, 2500).parallel_map(inc, num_proc="auto", timeout=60) as df:
+        df.reset_state()
+        assert len(list(df)) == 3000
+        with pytest.raises(LookupError, match="upstream broke at 2500") as err:
+            list(df)
+        assert not getattr(err.value, "__notes__", [])
+
+
+def test_auto_cheap_non_strict_map_maps_the_rest_of_an_epoch_without_reading_ahead() -> None:
+    import time
+
+    calls, n = _Calls(), 3000
+    src = D.DataFromList([[i] for i in range(n)], shuffle=False)
+    expected = [i for i in range(n) if i % 3 != 2]  # len(ds) results per epoch: wraps around
+    with D.MultiProcessMapData(src, "auto", calls, ordered=True, timeout=60) as df:
+        df.reset_state()
+        deadline = time.monotonic() + 60
+        got: list[int] = []
+        while True:
+            got.extend(dp[0] for dp in df)
+            # non-strict epochs carry on where the last stopped: one endless ordered stream
+            assert got == [expected[i % len(expected)] for i in range(len(got))]
+            assert df.worker_pids == []
+            reached = (len(got) - 1) // len(expected) * n + got[-1] + 1  # inputs up to the last
+            if calls.n == reached:
+                break  # the epoch ended with nothing mapped ahead of the consumer
+            assert time.monotonic() < deadline, "the epoch was never mapped without reading ahead"
+
+
+def test_auto_cheap_non_strict_map_resumes_exactly() -> None:
+    def build() -> D.DataFlow:
+        src = D.DataFromList([[i] for i in range(3000)], shuffle=False)
+        return D.MultiProcessMapData(src, "auto", drop_odd, ordered=True, timeout=60)
+
+    check_resume(build, epochs=3, max_cuts=12)
