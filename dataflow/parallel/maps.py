@@ -143,6 +143,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._small_results = False  # num_proc="auto" saw no large buffer: workers get no rings
         self._measured_at = 0.0  # num_proc="auto": when a group mapped in-process was last timed
         self._measures = 0  # ... and how many were
+        self._sized_at = -1e9  # ... and when a result's bytes were last measured
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -298,8 +299,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         if tr is not None:
             tr.span(tr.stage_track(self), f"map in-process ({len(chunk)} datapoints)", t0, now)
         self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
-        if kind == msg.DATA and out:  # what sending a result would cost a worker (one of them)
-            auto.result_bytes = max(0, large_bytes(out[0]))
+        if kind == msg.DATA and out and now - self._sized_at >= auto.window:
+            self._sized_at = now  # what sending a result would cost a worker (one of them;
+            auto.result_bytes = max(0, large_bytes(out[0]))  # ~50 us for a 10 MB array)
         if auto.mapped_inline(len(chunk), now - t0, now):
             self._active = auto.plan.workers
             if self._pool is None:
