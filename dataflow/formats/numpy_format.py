@@ -178,7 +178,7 @@ class NumpySerializer:
             data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
             del blobs
             meta = np.frombuffer(codec.dumps(make_meta("npz", FORMAT_VERSION, len(offsets) - 1)), np.uint8)
-            with open(tmp, "wb") as f:
+            with open(tmp, "r+b") as f:  # not "wb": see atomic_write
                 (np.savez_compressed if compressed else np.savez)(f, data=data, offsets=offsets, meta=meta)
 
     @staticmethod

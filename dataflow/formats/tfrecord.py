@@ -271,7 +271,7 @@ class TFRecordSerializer:
         itmp = ""
         try:
             with atomic_write(stage, path, overwrite, durable) as tmp:
-                fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
+                fd = os.open(tmp, os.O_WRONLY)  # not O_TRUNC: see atomic_write
                 try:
                     writer = RecordWriter(fd)
                     dumps_parts = codec.dumps_parts  # the arrays' memory goes to writev as it is
