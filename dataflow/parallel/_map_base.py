@@ -148,13 +148,15 @@ class ParallelMapBase(ProxyDataFlow):
     def _serial_done(self) -> None:
         """The loop of :meth:`_serial_rest` reached the end of the upstream."""
 
-    def _note_map_error(self, exc: Exception, call_line: int) -> None:
-        """``exc`` left the :meth:`_serial_rest` loop: if it came through the line calling
-        ``map_func`` (``call_line``), note that the map raised it in-process (an error of the
-        upstream, or one thrown in at a ``yield``, goes on untouched)."""
+    def _map_error(self, exc: Exception, call_line: int) -> BaseException | None:
+        """What to raise for ``exc``, which left the :meth:`_serial_rest` loop: if it came
+        through the line calling ``map_func`` (``call_line``), the map's error as a mapped
+        group reports it (the user's exception, noted as raised in-process); ``None`` for an
+        error of the upstream (or one thrown in at a ``yield``): it goes on untouched."""
         tb = exc.__traceback__
-        if tb is not None and tb.tb_lineno == call_line:
-            msg.error_for(type(self).__name__, msg.capture_error(exc, IN_CONSUMER, same_process=True))
+        if tb is None or tb.tb_lineno != call_line:
+            return None
+        return msg.error_for(type(self).__name__, msg.capture_error(exc, IN_CONSUMER, same_process=True))
 
     def _finish_pass(self) -> None:
         """Called when a strict pass has received every result (batching flushes here)."""
@@ -330,8 +332,10 @@ class ParallelMapBase(ProxyDataFlow):
                                 if mapped is not None:
                                     yield mapped
                         except Exception as e:
-                            self._note_map_error(e, call_line)
-                            raise
+                            err = self._map_error(e, call_line)
+                            if err is None:
+                                raise
+                            raise err  # noqa: B904 - the user's own exception (with a note)
                         more = False
                         self._serial_done()
                         continue
@@ -422,8 +426,10 @@ class ParallelMapBase(ProxyDataFlow):
                                     if size is not None and self._produced >= size:
                                         break
                         except Exception as e:
-                            self._note_map_error(e, call_line)
-                            raise
+                            err = self._map_error(e, call_line)
+                            if err is None:
+                                raise
+                            raise err  # noqa: B904 - the user's own exception (with a note)
                         self._serial_done()
                         continue
                     if not serial:

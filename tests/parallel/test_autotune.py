@@ -627,28 +627,40 @@ class _FailsAt(D.DataFlow):
 
 
 def _fails_in_map_at_2500(dp: list[int]) -> list[int]:
-    if dp[0] == 2500 and getattr(_fails_in_map_at_2500, "armed", False):
-        raise KeyError("map broke at 2500")
+    armed = getattr(_fails_in_map_at_2500, "armed", None)
+    if dp[0] == 2500 and armed is not None:
+        raise armed(f"map broke at {dp[0]}")
     return dp
 
 
-def test_auto_cheap_map_errors_name_the_map_only_when_it_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The map's own error is the user's type, noted as raised by map_func in-process; the
-    # upstream's error goes through untouched (no note blaming the map).
-    with D.DataFromList([[i] for i in range(3000)], shuffle=False).parallel_map(
-        _fails_in_map_at_2500, num_proc="auto", timeout=60
-    ) as df:
-        df.reset_state()
-        assert len(list(df)) == 3000  # measured, then the rest unmeasured
-        monkeypatch.setattr(_fails_in_map_at_2500, "armed", True, raising=False)
-        with pytest.raises(KeyError, match="map broke at 2500") as info:
-            list(df)
-        assert any("map_func (in-process" in note for note in getattr(info.value, "__notes__", []))
-    with _FailsAt(3000, 2500).parallel_map(inc, num_proc="auto", timeout=60) as df:
+@pytest.mark.parametrize("strict", [True, False])
+def test_auto_cheap_map_errors_name_the_map_only_when_it_raised(
+    strict: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The map's own error is the user's type, noted as raised by map_func in-process (a
+    # StopIteration, which would end a generator silently, is a WorkerError as from a
+    # worker); the upstream's error goes through untouched (no note blaming the map).
+    def build(src: D.DataFlow, func: Any) -> D.DataFlow:
+        return D.MultiProcessMapData(src, "auto", func, strict=strict, ordered=True, timeout=60)
+
+    for raised, expected in ((KeyError, KeyError), (StopIteration, D.WorkerError)):
+        monkeypatch.setattr(_fails_in_map_at_2500, "armed", None, raising=False)
+        with build(D.DataFromList([[i] for i in range(3000)], shuffle=False), _fails_in_map_at_2500) as df:
+            df.reset_state()
+            assert len(list(df)) == 3000  # measured, then the rest unmeasured
+            monkeypatch.setattr(_fails_in_map_at_2500, "armed", raised, raising=False)
+            with pytest.raises(expected, match="map broke at 2500") as info:
+                for _ in range(3):  # non-strict: the upstream's epochs do not start at pass starts
+                    list(df)
+            if expected is KeyError:
+                notes = getattr(info.value, "__notes__", [])
+                assert any("map_func (in-process" in note for note in notes)
+    with build(_FailsAt(3000, 2500), inc) as df:
         df.reset_state()
         assert len(list(df)) == 3000
         with pytest.raises(LookupError, match="upstream broke at 2500") as err:
-            list(df)
+            for _ in range(3):
+                list(df)
         assert not getattr(err.value, "__notes__", [])
 
 
