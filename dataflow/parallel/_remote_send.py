@@ -2,8 +2,8 @@
 flow's datapoints (small ones in groups, large ones alone as frames) to a receiver, and fails
 with ``PermissionError`` when the receiver refuses the CURVE handshake. It also owns what
 both sides share: the message markers, the poll period and the CURVE key-pair check.
-:mod:`dataflow.parallel.remote` re-exports the public names; this module imports nothing
-from it."""
+:mod:`dataflow.parallel.remote` re-exports the public names; this module imports it only
+inside :func:`send_dataflow_zmq`, for the group bounds a user may have set there."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from ..base import DataFlow
 
 _END = b"DF-END"
 _GROUP = b"DF-GROUP"
-# The bounds of a group message: remote.py re-exports them with their documentation.
+# The bounds of a group message: remote.py re-exports them with their documentation, and the
+# sender reads them from there when it starts (so that setting remote.GROUP_* takes effect).
 GROUP_ITEM_BYTES = 64 * 1024
 GROUP_MAX = 256
 GROUP_PERIOD = 0.001
@@ -95,6 +96,9 @@ def send_dataflow_zmq(
             total = None if loop else len(df)
         except (TypeError, NotImplementedError):
             total = None
+        from . import remote  # the public home of the bounds (imported here: no cycle)
+
+        group_max, group_period, item_bytes = remote.GROUP_MAX, remote.GROUP_PERIOD, remote.GROUP_ITEM_BYTES
         n = 0
         pending: list[Any] = []
         clock = time.perf_counter
@@ -103,9 +107,9 @@ def send_dataflow_zmq(
             while True:
                 start = n
                 for dp in df:
-                    if _small(dp):
+                    if _small(dp, item_bytes):
                         pending.append(dp)
-                        if len(pending) >= GROUP_MAX or clock() - last >= GROUP_PERIOD:
+                        if len(pending) >= group_max or clock() - last >= group_period:
                             _flush(sock, monitor, pending, addr)
                             pending = []
                             last = clock()
@@ -140,9 +144,9 @@ def send_dataflow_zmq(
         ctx.term()
 
 
-def _small(dp: Any) -> bool:
-    """Whether ``dp``'s top-level arrays, bytes and strings hold under
-    :data:`GROUP_ITEM_BYTES` (a cheap estimate; nested containers are not walked)."""
+def _small(dp: Any, limit: int) -> bool:
+    """Whether ``dp``'s top-level arrays, bytes and strings hold under ``limit`` bytes
+    (:data:`GROUP_ITEM_BYTES`; a cheap estimate, nested containers are not walked)."""
     parts = dp.values() if isinstance(dp, dict) else dp if isinstance(dp, (list, tuple)) else (dp,)
     size = 0
     for c in parts:
@@ -151,7 +155,7 @@ def _small(dp: Any) -> bool:
             nbytes = len(c)
         if nbytes is not None:
             size += nbytes
-    return size < GROUP_ITEM_BYTES
+    return size < limit
 
 
 def _flush(sock: zmq.Socket[Any], monitor: zmq.Socket[Any], pending: list[Any], addr: str) -> None:
