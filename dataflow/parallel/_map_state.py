@@ -1,5 +1,7 @@
-"""The part of a parallel map's checkpoint that the consumer keeps: which inputs are not
-delivered yet.
+"""The checkpoint of a parallel map (:class:`~._map_base.ParallelMapBase`): the state its
+hooks save and load back (:func:`get_state`, :func:`set_state`, :func:`upstreams_live`; the
+class keeps thin methods calling them), and the part of it that the consumer keeps: which
+inputs are not delivered yet.
 
 Every task (a chunk of upstream datapoints, with the item index of its first one) stays in a
 :class:`TaskLedger` from its submission until every output it produced has been yielded.
@@ -19,14 +21,18 @@ Cost: a dict entry and a deque entry per task, pruned as tasks are delivered.
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..errors import StateError
 
-__all__ = ["TaskLedger", "decode_tasks", "encode_tasks"]
+if TYPE_CHECKING:
+    from ._map_base import ParallelMapBase
+
+__all__ = ["TaskLedger", "decode_tasks", "encode_tasks", "get_state", "set_state", "upstreams_live"]
 
 Task = tuple[list[Any], int]  # the inputs, the item index of the first one
 
@@ -97,3 +103,40 @@ def decode_tasks(stage: str, state: Mapping[str, Any]) -> tuple[list[Task], int]
         tasks.append((flat[pos : pos + n], int(first)))
         pos += n
     return tasks, skip
+
+
+def upstreams_live(m: ParallelMapBase, live: bool) -> list[bool]:
+    if m.strict:
+        return [live]
+    gen = m._endless  # _forever yields only from inside an upstream epoch
+    return [gen is not None and inspect.getgeneratorstate(gen) == inspect.GEN_SUSPENDED]  # type: ignore[arg-type]
+
+
+def get_state(m: ParallelMapBase, live: bool) -> dict[str, Any]:
+    stage = type(m).__name__
+    carry = live or not m.strict  # a non-strict map's results in flight belong to its next epoch
+    tasks, skip = m._ledger.undelivered(m._unyielded_units(), m.ordered) if carry else ([], 0)
+    state: dict[str, Any] = {"epoch": m._epoch, "index": m._index}
+    state["produced"] = m._produced if live else 0
+    state["tasks"] = encode_tasks(stage, tasks, skip)
+    if m.item_rng and m._base is not None:
+        state["base"] = [str(m._base[0]), list(m._base[1])]
+    return state
+
+
+def set_state(m: ParallelMapBase, state: Mapping[str, Any], live: bool) -> None:
+    stage = type(m).__name__
+    tasks, skip = decode_tasks(stage, field(stage, state, "tasks", dict))
+    m._epoch = int_field(stage, state, "epoch")
+    m._index = int_field(stage, state, "index")
+    if m.item_rng and "base" in state:
+        entropy, key = field(stage, state, "base", list)
+        m._base = (int(entropy), tuple(int(k) for k in key))
+    m.__dict__.pop("_resume", None)
+    resume: tuple[Any, ...] | None = None
+    if m.strict:
+        resume = (tasks, skip) if live else None
+    else:
+        resume = (tasks, skip, int_field(stage, state, "produced") if live else 0, True)
+    if resume is not None:
+        m._resume = resume

@@ -37,7 +37,8 @@ from ._autotune import (
 )
 from ._autoworkers import AutoBuffer, AutoWorkers, has_large_buffer, large_bytes
 from ._interrupts import deferred_sigint
-from ._map_base import IN_CONSUMER, ParallelMapBase, RngKey, TaskId
+from ._map_base import ParallelMapBase, RngKey, TaskId
+from ._map_passes import IN_CONSUMER
 from ._map_worker import apply_map, map_worker
 from ._options import WorkerOptions
 from ._pool import DEFAULT_SHM_BYTES, ProcessPool
