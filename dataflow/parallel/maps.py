@@ -29,31 +29,21 @@ from ..errors import DataFlowNotReset, WorkerError
 from . import _messages as msg
 from ._autotune import (
     AUTO_BUFFER_PER_WORKER,
-    TASK_SECONDS,
     WORKER_BYTES,
     WorkerPlan,
     available_cores,
     memory_bound_workers,
 )
-from ._autoworkers import AutoBuffer, AutoWorkers, has_large_buffer, large_bytes
+from ._autoworkers import AutoBuffer, AutoWorkers, has_large_buffer
 from ._interrupts import deferred_sigint
+from ._map_auto import in_consumer, map_here, receive_measured, serial_done, serial_rest
 from ._map_base import ParallelMapBase, RngKey, TaskId
-from ._map_passes import IN_CONSUMER
-from ._map_worker import apply_map, map_worker
+from ._map_worker import map_worker
 from ._options import WorkerOptions
 from ._pool import DEFAULT_SHM_BYTES, ProcessPool
 from ._startup import StartupDispatch
 
 __all__ = ["MultiProcessMapData", "MultiProcessMapDataZMQ"]
-
-#: most datapoints a ``num_proc="auto"`` map maps at once in the consumer
-HERE_MAX = 1024
-#: ``num_proc="auto"`` in-process: a map so cheap that workers cannot pay maps the rest of a
-#: pass unmeasured when it was measured within this long (see ``_serial_rest``) ...
-MEASURE_GAP_S = 0.1
-#: ... and at least this many groups were measured since the start (the first has one
-#: datapoint, often slow: caches cold)
-MEASURED_FIRST = 2
 
 
 class MultiProcessMapDataZMQ(ParallelMapBase):
@@ -236,86 +226,18 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
                 time.sleep(0.02)
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
 
+    # -- num_proc="auto" in-process, and measured receives: in _map_auto.py -------------
     def _in_consumer(self) -> int:
-        """``num_proc="auto"`` while in-process is faster: map groups here (not a batching map,
-        whose batches are made by the tasks), sized like tasks (about 2 ms of map time), at
-        most :data:`HERE_MAX` datapoints."""
-        auto = self._auto
-        if auto is None or auto.parallel or self._inline or self._batch_size:
-            return 0
-        est = self._tuner.per_item
-        if self._tuner.fixed is not None:
-            return self._tuner.fixed
-        return 1 if est is None else max(1, min(HERE_MAX, int(TASK_SECONDS / max(est, 1e-9))))
+        return in_consumer(self)
 
     def _map_here(self, chunk: list[Any], rng_key: RngKey) -> list[Any]:
-        auto = self._auto
-        if auto is None:  # _in_consumer() maps here only with num_proc="auto"
-            raise RuntimeError(f"{type(self).__name__}: mapping in the consumer without num_proc='auto'")
-        task_id, kind, out = self._map_inline_task(auto, chunk, rng_key)
-        if kind == msg.ERROR:
-            raise msg.error_for(type(self).__name__, out)
-        return out  # type: ignore[no-any-return]
+        return map_here(self, chunk, rng_key)
 
     def _serial_rest(self) -> bool:
-        """``num_proc="auto"`` in-process, when the map measured in the latest
-        :data:`MEASURE_GAP_S` costs less per datapoint than receiving a result from a worker
-        costs the consumer (:attr:`WorkerPlan.transport`): no worker count can be faster, so
-        the rest of the pass is mapped as ``.map`` maps (no groups, no clock; the next pass
-        measures again). Not with item RNGs or while tracing (each group is measured there)."""
-        auto = self._auto
-        if auto is None or auto.parallel or self.item_rng or self._batch_size or _trace.current:
-            return False
-        est = self._tuner.per_item
-        if est is None or est >= auto.plan.transport or self._measures < MEASURED_FIRST:
-            return False
-        if time.perf_counter() - self._measured_at >= MEASURE_GAP_S:
-            return False
-        auto.too_cheap_for_workers(est)
-        return True
+        return serial_rest(self)
 
     def _serial_done(self) -> None:
-        auto = self._auto
-        if auto is not None:  # the loop was not measured: a new window begins
-            auto.restart(time.perf_counter())
-
-    def _map_inline(self, auto: AutoWorkers) -> tuple[TaskId, bytes, Any]:
-        task_id, chunk, rng_key = self._inline.popleft()
-        return (task_id, *self._map_inline_task(auto, chunk, rng_key)[1:])
-
-    def _map_inline_task(
-        self, auto: AutoWorkers, chunk: list[Any], rng_key: RngKey
-    ) -> tuple[None, bytes, Any]:
-        """``num_proc="auto"`` while in-process is faster: map a task here, measuring (see
-        ``_autoworkers``); may start (or return to) the workers for the next tasks."""
-        t0 = time.perf_counter()
-        out: Any
-        try:
-            kind, out = msg.DATA, apply_map(self.map_func, chunk, rng_key)
-        except Exception as e:
-            kind, out = msg.ERROR, msg.capture_error(e, IN_CONSUMER, same_process=True)
-        now = self._measured_at = time.perf_counter()
-        self._measures += 1
-        tr = _trace.current
-        if tr is not None:
-            tr.span(tr.stage_track(self), f"map in-process ({len(chunk)} datapoints)", t0, now)
-        self._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
-        if kind == msg.DATA and out and now - self._sized_at >= auto.window:
-            self._sized_at = now  # what sending a result would cost a worker (one of them;
-            auto.result_bytes = max(0, large_bytes(out[0]))  # ~50 us for a 10 MB array)
-        if auto.mapped_inline(len(chunk), now - t0, now):
-            self._active = auto.plan.workers
-            if self._pool is None:
-                self._start_pool(out if kind == msg.DATA else None)
-            abuf = self._abuf
-            if abuf is not None:  # sized for the tasks measured here before the first result
-                self.buffer_size = abuf.current = abuf.size(self._active, self._tuner.chunk)
-                self._tuner.cap = max(self._tuner.chunk, self.buffer_size // (2 * self._active))
-            queued, self._inline = self._inline, deque()
-            for task in queued:  # the tasks waiting here go to the workers too, in order
-                self._submit(*task)
-            auto.restart(time.perf_counter())
-        return None, kind, out
+        serial_done(self)
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
         auto, abuf, tr = self._auto, self._abuf, _trace.current
@@ -325,28 +247,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             if busy:
                 self._tuner.observe(self._flight.get(task_id, 0), busy[0])
             return task_id, kind, payload
-        if auto is not None and self._inline:
-            return self._map_inline(auto)
-        sizes: list[int] | None = [] if abuf is not None else None
-        t0 = time.perf_counter()
-        worker, kind, (task_id, payload, *busy) = self._task_message(sizes)
-        now = time.perf_counter()
-        self._load[worker] -= 1
-        items = self._flight.get(task_id, 0)
-        if busy:
-            self._tuner.observe(items, busy[0])
-        if tr is not None:
-            self._trace_receive(tr, worker, t0, now, items, busy)
-        if auto is not None and auto.parallel:
-            new = auto.received(items, now - t0, now)
-            if new:  # 0: the next tasks are mapped here; the workers idle until needed again
-                self._active = new
-        if abuf is not None and sizes:
-            size = abuf.observe(items, sizes[0], self._active, self._tuner.chunk)
-            if size is not None:
-                self.buffer_size = size
-                self._tuner.cap = max(1, size // (2 * self._active))
-        return task_id, kind, payload
+        return receive_measured(self, auto, abuf, tr)
 
     def _task_message(self, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:
         """The next message about a task. An error that is no task's (a worker that could
@@ -369,17 +270,6 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         if kind == msg.ERROR and isinstance(body, msg.ErrorRecord):
             raise msg.error_for(type(self).__name__, body)
         return worker, kind, body
-
-    def _trace_receive(
-        self, tr: _trace.Tracer, worker: int, t0: float, now: float, items: int, busy: list[float]
-    ) -> None:
-        """Trace spans: the consumer waiting for a result, the worker mapping its task."""
-        tr.span(tr.stage_track(self), "waiting for workers", t0, now, "wait")
-        if len(busy) >= 2:
-            pids = self._pool.pids if self._pool is not None else []
-            track = tr.worker_track(self, worker, pids[worker] if worker < len(pids) else None)
-            start = busy[1]
-            tr.worker_span(track, f"map {items} datapoint(s)", start, start + busy[0], {"datapoints": items})
 
     def _stop(self) -> None:
         with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
