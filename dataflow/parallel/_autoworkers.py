@@ -28,14 +28,11 @@ retry, whatever the model said.
 
 from __future__ import annotations
 
-import pickle
 from collections import deque
-from typing import Any
 
-from . import _messages as msg
 from ._autotune import COPY_BYTES_PER_S, WorkerPlan, logger
 
-__all__ = ["AutoBuffer", "AutoWorkers", "has_large_buffer", "large_bytes"]
+__all__ = ["AutoBuffer", "AutoWorkers"]
 
 
 class AutoWorkers:
@@ -278,25 +275,3 @@ class AutoBuffer:
         if self.per_item is not None and self.per_item > 0:
             most = min(most, int(self.budget / self.per_item))
         return max(self.floor_per_worker * workers * self.unit, most)
-
-
-def large_bytes(obj: Any) -> int:
-    """Bytes of the buffers of ``obj`` that would travel through shared memory (numpy arrays
-    of 16 KiB and more; they are not copied here); -1 if ``obj`` cannot be pickled."""
-    total = 0
-
-    def large(buf: pickle.PickleBuffer) -> bool:
-        nonlocal total
-        n = buf.raw().nbytes
-        total += n if n >= msg.OOB_MIN_BYTES else 0
-        return False  # out of band: not copied into the pickle
-
-    try:
-        pickle.dumps(obj, protocol=5, buffer_callback=large)
-    except Exception:  # unpicklable results fail in the workers, with a clear error
-        return -1
-    return total
-
-
-def has_large_buffer(results: list[Any]) -> bool:
-    return large_bytes(results) != 0

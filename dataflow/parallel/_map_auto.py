@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _trace
 from . import _messages as msg
 from ._autotune import TASK_SECONDS
-from ._autoworkers import AutoBuffer, AutoWorkers, large_bytes
+from ._autoworkers import AutoBuffer, AutoWorkers
 from ._map_passes import IN_CONSUMER
 from ._map_worker import apply_map
 
@@ -133,7 +133,7 @@ def map_inline_task(
     m._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
     if kind == msg.DATA and out and now - m._sized_at >= auto.window:
         m._sized_at = now  # what sending a result would cost a worker (one of them;
-        auto.result_bytes = max(0, large_bytes(out[0]))  # ~50 us for a 10 MB array)
+        auto.result_bytes = max(0, msg.large_bytes(out[0]))  # ~50 us for a 10 MB array)
     if auto.mapped_inline(len(chunk), now - t0, now):
         m._active = auto.plan.workers
         if m._pool is None:

@@ -34,7 +34,7 @@ from ._autotune import (
     available_cores,
     memory_bound_workers,
 )
-from ._autoworkers import AutoBuffer, AutoWorkers, has_large_buffer
+from ._autoworkers import AutoBuffer, AutoWorkers
 from ._interrupts import deferred_sigint
 from ._map_auto import in_consumer, map_here, receive_measured, serial_done, serial_rest
 from ._map_base import ParallelMapBase, RngKey, TaskId
@@ -159,7 +159,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         n = self._most
         options = self.options
         if sample is not None and options.shm_bytes is None:
-            self._small_results = not has_large_buffer(sample)
+            self._small_results = not msg.has_large_buffer(sample)
         if self._small_results:
             options = dataclasses.replace(options, shm_bytes=0)
         seed = options.worker_seed()
