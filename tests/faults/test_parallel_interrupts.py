@@ -101,16 +101,32 @@ def test_signals_during_close_leak_no_fd() -> None:
 
 
 _RUNNER_STATE_AFTER_INTERRUPT = """
-import os, signal, threading
+import os, signal, tempfile, threading, time
 import dataflow as D
 from dataflow.errors import StateError
 from tests.parallel import _util as u
 
-src = D.DataFromList([[i] for i in range(10**6)], shuffle=False)
+STALL = os.path.join(tempfile.mkdtemp(), "stall")  # while it exists, workers stall after [0]
+open(STALL, "w").close()
+
+
+class StallsAfterFirst(D.ProxyDataFlow):
+    stateless = True  # its upstream's position is its own
+
+    def __iter__(self):
+        for dp in self.ds:
+            while dp[0] and os.path.exists(STALL):
+                time.sleep(0.01)
+            yield dp
+
+
+src = StallsAfterFirst(D.DataFromList([[i] for i in range(10**6)], shuffle=False))
 df = D.MultiProcessRunnerZMQ(src, num_proc=2, shm_bytes=0)
 df.reset_state()
 it = iter(df)
 next(it)
+# The workers stall, so the consumer is inside a receive when Ctrl-C comes (with flowing
+# data it could land between two datapoints, where the checkpoint is exact and given).
 threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
 try:
     for _ in it:
@@ -122,6 +138,7 @@ try:
     print("STATE given", flush=True)
 except StateError as e:
     print("STATE refused", "Ctrl-C" in str(e), flush=True)
+os.remove(STALL)
 it = iter(df)
 print("AFTER", [next(it)[0] >= 0 for _ in range(50)].count(True), flush=True)
 df.state_dict()  # between datapoints of a restarted runner: exact again
