@@ -101,13 +101,11 @@ class AutoWorkers:
         self._spent += spent
         return now - (now if self._start is None else self._start)
 
-    def mapped_inline(self, items: int, busy: float, now: float, *, measured: bool = True) -> bool:
+    def mapped_inline(self, items: int, busy: float, now: float) -> bool:
         """A task of ``items`` datapoints was mapped in-process in ``busy`` s; ``True`` when the
-        map should now go to :attr:`WorkerPlan.workers` worker processes. ``measured=False``:
-        ``busy`` is an estimate (a group mapped in the consumer's loop, not timed); it counts
-        in the window's totals but not among the groups' measured times."""
+        map should now go to :attr:`WorkerPlan.workers` worker processes."""
         elapsed = self._window(items, busy, now)
-        if items > 0 and measured:
+        if items > 0:
             self._per_item.append(busy / items)
         n = self._items
         if self.decided:
