@@ -25,6 +25,7 @@ import numpy as np
 
 from ..ops._components import describe_kind
 from ._aligned import AlignedPool
+from ._malloc import lift_mmap_threshold
 from ._require import require
 
 tf = require("tensorflow", "tf", "dataflow.adapters.tf")
@@ -66,6 +67,7 @@ def grouped_dataset(open_flow: Callable[[], Iterator[Any]], signature: Any) -> A
     stackers = [_Stacker(keys[i] if keys is not None else i, s) for i, s in enumerate(specs)]
 
     def generator() -> Iterator[Any]:
+        lift_mmap_threshold()  # after from_generator's kernel froze it (see ._malloc)
         it = open_flow()
         try:
             for columns in _groups(it, keys, len(specs)):

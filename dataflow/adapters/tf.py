@@ -18,6 +18,7 @@ import numpy as np
 
 from ..base import DataFlow, close_iterator
 from ..errors import WorkerError
+from ._malloc import lift_mmap_threshold
 from ._require import require
 from ._tf_groups import flat_signature, grouped_dataset
 
@@ -97,6 +98,11 @@ def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
     shapes are the same, but the flow is read up to a group ahead. An exception in the flow
     ends the iteration, after every datapoint read before it, with a ``tf.errors.OpError``
     naming the original type and message.
+
+    Each iteration sets glibc's malloc thresholds back to where its adaptive rule takes them
+    (``from_generator``'s kernel fixes them at 128 KiB for the whole process, which makes
+    every larger allocation fault its pages anew; see ``dataflow.adapters._malloc``).
+    ``DATAFLOW_MALLOPT=0`` in the environment leaves them as TensorFlow set them.
     """
     signature = infer_signature(df) if output_signature is None else output_signature
 
@@ -108,6 +114,7 @@ def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
         return grouped_dataset(epoch, signature)
 
     def generator() -> Iterator[Any]:
+        lift_mmap_threshold()  # after from_generator's kernel froze it (see ._malloc)
         it = epoch()
         try:
             for dp in it:
@@ -125,6 +132,7 @@ def ZMQInput(addr: str, output_signature: Any, **kwargs: Any) -> Any:  # noqa: N
     from ..parallel.remote import RemoteDataZMQ
 
     def generator() -> Iterator[Any]:
+        lift_mmap_threshold()  # after from_generator's kernel froze it (see ._malloc)
         receiver = RemoteDataZMQ(addr, **kwargs)  # one per dataset iteration, closed after it
         receiver.reset_state()
         try:
