@@ -26,19 +26,16 @@ from .. import codec
 from .._state_fields import check_file_count, int_field, offset_field
 from ..base import DataFlow
 from ..errors import LengthUnknownError
-from ._atomic import _create_temp, _fsync, _fsync_dir, _remove, atomic_write, check_target
-from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save
+from ._common import FormatError, PathType, check_meta, fspath
 from ._tfrecord_io import (
     HEADER_MAGIC,
-    RecordWriter,
     decode_record,
     frame,
-    index_path,
     read_index,
     read_records,
     write_index,
-    write_index_file,
 )
+from ._tfrecord_save import save_tfrecord
 
 __all__ = ["HEADER_MAGIC", "TFRecordData", "TFRecordSerializer", "frame", "read_records", "write_index"]
 
@@ -264,34 +261,7 @@ class TFRecordSerializer:
         index that is not its own). An existing file is replaced only with ``overwrite=True``.
         ``durable=True`` also flushes it to the disk before it appears, so it survives a
         power loss too (see :doc:`/formats`)."""
-        stage = "TFRecordSerializer.save"
-        path = fspath(stage, "path", path)
-        ipath = index_path(path)
-        check_target(stage, ipath, overwrite=True)
-        itmp = ""
-        try:
-            with atomic_write(stage, path, overwrite, durable) as tmp:
-                fd = os.open(tmp, os.O_WRONLY)  # not O_TRUNC: see atomic_write
-                try:
-                    writer = RecordWriter(fd)
-                    dumps_parts = codec.dumps_parts  # the arrays' memory goes to writev as it is
-                    for dp in iterate_for_save(stage, df, progress):
-                        writer.write_parts(dumps_parts(dp))
-                    writer.flush()
-                finally:
-                    os.close(fd)
-                itmp = _create_temp(*os.path.split(os.path.abspath(ipath)))
-                write_index_file(itmp, writer.offsets, writer.size)
-                if durable:
-                    _fsync(itmp)
-                _remove_index(ipath)  # never leave the old index beside the new file
-            os.replace(itmp, ipath)
-        except BaseException:
-            if itmp:
-                _remove(itmp)
-            raise
-        if durable:
-            _fsync_dir(os.path.dirname(os.path.abspath(ipath)))
+        save_tfrecord(df, path, overwrite=overwrite, progress=progress, durable=durable)
 
     @staticmethod
     def load(
@@ -302,9 +272,3 @@ class TFRecordSerializer:
         count); if given it must match it."""
         return TFRecordData(path, decode=True, size=size, shuffle=shuffle, seed=seed)
 
-
-def _remove_index(ipath: str) -> None:
-    try:
-        os.remove(ipath)
-    except FileNotFoundError:
-        pass
