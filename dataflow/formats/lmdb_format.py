@@ -17,26 +17,16 @@ from itertools import chain
 from typing import Any
 
 from .. import codec
-from .._checks import check_callable, check_int
+from .._checks import check_callable
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import DataFlowNotReset
 from ..sources._indexed import IndexedSource, cursor
-from ._atomic import atomic_write
-from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
-from ._lmdb_env import BatchWriter, SharedEnv, import_lmdb
+from ._common import FormatError, PathType, check_meta, fspath
+from ._lmdb_env import SharedEnv, import_lmdb
+from ._lmdb_layout import _META_KEYS, FORMAT_VERSION, META_KEY, TENSORPACK_KEYS, data_key
+from ._lmdb_save import save_lmdb
 
 __all__ = ["LMDBData", "LMDBDataDecoder", "LMDBSerializer"]
-
-FORMAT_VERSION = 1
-META_KEY = b"__dataflow_format__"
-TENSORPACK_KEYS = b"__keys__"
-_META_KEYS = frozenset((META_KEY, TENSORPACK_KEYS))
-_APPEND_LIMIT = 10**10  # keys b"%010d" sort in write order below this count (and before META_KEY)
-
-
-def data_key(index: int) -> bytes:
-    return b"%010d" % index
-
 
 class LMDBData(IndexedSource[Any]):
     """Read any LMDB database and yield ``[key, value]`` (both ``bytes``) per entry.
@@ -282,38 +272,10 @@ class LMDBSerializer:
         ``overwrite=True``.
         ``durable=True`` also flushes it to the disk before it appears, so it survives a
         power loss too (see :doc:`/formats`)."""
-        stage = "LMDBSerializer.save"
-        lmdb = import_lmdb(stage)
-        path = fspath(stage, "path", path)
-        write_frequency = check_int(stage, "write_frequency", write_frequency)
-        map_size = check_int(stage, "map_size", map_size, minimum=4096)
-        target = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
-        with atomic_write(stage, target, overwrite, durable) as tmp:
-            # writemap: LMDB writes values straight into the mapped file (no dirty copy in
-            # malloc'd pages written out at commit: ~3x less CPU for large values). The file
-            # is then as large as the map (sparse) until it is cut to its pages below.
-            env = lmdb.open(
-                tmp, subdir=False, map_size=map_size, lock=False, meminit=False,
-                sync=False, metasync=False, max_dbs=0, writemap=True, map_async=True,
-            )  # fmt: skip
-            try:
-                writer = BatchWriter(lmdb, env, write_frequency)
-                count = 0
-                dumps_parts = codec.dumps_parts
-                for dp in iterate_for_save(stage, df, progress):
-                    writer.put(data_key(count), dumps_parts(dp))
-                    count += 1
-                    if count == _APPEND_LIMIT:  # longer keys no longer sort in write order
-                        writer.flush()
-                        writer.append = False
-                writer.put(META_KEY, [codec.dumps(make_meta("lmdb", FORMAT_VERSION, count))])
-                writer.flush()  # META_KEY sorts after every data key
-                if durable:
-                    env.sync(True)
-                used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
-            finally:
-                env.close()
-            os.truncate(tmp, used)  # every page LMDB uses lies below its last page number
+        save_lmdb(
+            df, path, write_frequency, map_size=map_size, overwrite=overwrite, progress=progress,
+            durable=durable,
+        )  # fmt: skip
 
     @staticmethod
     def load(
