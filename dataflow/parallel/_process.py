@@ -69,7 +69,7 @@ class Pickled:
     """An object sent to spawn/forkserver workers already pickled (by
     :func:`check_picklable`), so that the worker unpickles it itself, where a failure is
     reported to the consumer as an error naming the object (see
-    :meth:`~._pool.WorkerLink.rebuild`), not a worker dead of exit code 1."""
+    :meth:`~._worker_link.WorkerLink.rebuild`), not a worker dead of exit code 1."""
 
     __slots__ = ("data", "name")
 
