@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ..parallel._shm import RingReader, RingWriter
+from ..parallel._shm import RingWriter
+from ..parallel._shm_reader import RingReader
 
 __all__ = ["OOB_MIN_BYTES", "Packed", "approx_size", "pack", "unpack"]
 

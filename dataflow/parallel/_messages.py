@@ -33,7 +33,8 @@ from typing import Any
 import zmq
 
 from ..errors import WorkerError
-from ._shm import RingReader, RingWriter
+from ._shm import RingWriter
+from ._shm_reader import RingReader
 
 __all__ = [
     "BATCH",

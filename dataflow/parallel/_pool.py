@@ -40,7 +40,8 @@ from ._process import (
     start_workers,
     stop_workers,
 )
-from ._shm import RingReader, unlink_all, warn_no_shm
+from ._shm import unlink_all, warn_no_shm
+from ._shm_reader import RingReader
 from ._worker_link import WorkerLink, identity, worker_link
 
 __all__ = ["DEFAULT_SHM_BYTES", "POLL_MS", "ProcessPool", "WorkerLink", "resolve_shm_bytes", "worker_link"]

@@ -20,7 +20,8 @@ import zmq
 
 from dataflow.parallel import _messages as tr
 from dataflow.parallel import _shm
-from dataflow.parallel._shm import RingReader, RingWriter
+from dataflow.parallel._shm import RingWriter
+from dataflow.parallel._shm_reader import RingReader
 from tests.parallel._probes import ring_mappings
 from tests.parallel._util import leaves
 
