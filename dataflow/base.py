@@ -20,21 +20,20 @@ Fluent methods (``df.map(f).batch(64)``) come from :class:`~dataflow._fluent.Flu
 
 from __future__ import annotations
 
-import functools
-import inspect
-import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from types import GeneratorType, TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from . import seeding
+from ._class_hooks import adopt_legacy_protocol, forget_loaded_state_on_iter
 from ._deprecation import warn_once
 from ._fluent import FluentMixin, T_co
 from ._legacy_state import adopt_legacy_rng_source
+from ._reentrancy import ReentrancyGuard
 from ._rng import CompatGenerator, new_rng
 from ._state_fields import load_rng, save_rng
-from .errors import DataFlowNotReset, DataFlowReentrantError, DataFlowTerminated, LengthUnknownError
+from .errors import DataFlowNotReset, DataFlowTerminated, LengthUnknownError
 
 __all__ = ["DataFlow", "DataFlowTerminated", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
 
@@ -66,9 +65,9 @@ class DataFlow(FluentMixin[T_co]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _adopt_legacy_protocol(cls)
+        adopt_legacy_protocol(cls)
         adopt_legacy_rng_source(cls)  # tensorpack-style random sources checkpoint too
-        _forget_loaded_state_on_iter(cls)
+        forget_loaded_state_on_iter(cls)
 
     def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
@@ -184,25 +183,6 @@ class DataFlow(FluentMixin[T_co]):
         self.close()
 
 
-def _forget_loaded_state_on_iter(cls: type) -> None:
-    """Wrap ``cls.__iter__`` so that starting an epoch drops the state this stage was loaded
-    with (kept by :func:`dataflow._state._apply` so that ``state_dict()`` before iterating
-    returns the loaded position, not whatever a freshly reset stage would report)."""
-    it = cls.__dict__.get("__iter__")
-    if it is None or getattr(it, "_forgets_loaded_state", False):
-        return
-
-    @functools.wraps(it)
-    def __iter__(self: Any) -> Any:
-        d = getattr(self, "__dict__", None)
-        if d is not None:
-            d.pop("_loaded_node", None)
-        return it(self)
-
-    __iter__._forgets_loaded_state = True  # type: ignore[attr-defined]
-    cls.__iter__ = __iter__  # type: ignore[attr-defined]
-
-
 class _EpochRef:
     """A weak reference to a flow's current epoch generator that pickles as a dead one, so
     a flow that was iterated can still be sent to workers (a generator never travels)."""
@@ -217,52 +197,6 @@ class _EpochRef:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _EpochRef, (None,)
-
-
-def _adopt_legacy_protocol(cls: type) -> None:
-    """tensorpack's old protocol: a class that defines ``get_data()``/``size()`` but not
-    ``__iter__``/``__len__`` gets them as aliases (like tensorpack's metaclass did), with one
-    :class:`DeprecationWarning` per class, at its definition."""
-    ns = cls.__dict__
-    for new, old in (("__iter__", "get_data"), ("__len__", "size")):
-        if new not in ns and inspect.isfunction(ns.get(old)):
-            setattr(cls, new, ns[old])
-            warn_once(
-                f"{cls.__module__}.{cls.__qualname__}.{old}",
-                f"{cls.__name__} defines {old}(), tensorpack's old name of {new}(); it is used "
-                f"as {new} for now, but rename it to {new}",
-                stacklevel=4,
-            )
-
-
-class ReentrancyGuard:
-    """Makes a second concurrent ``__iter__`` of a stateful flow fail loudly.
-
-    Use inside the generator: ``with self._guard: yield from ...``. The guard is released
-    when the epoch ends or when the iterator is closed or garbage-collected.
-    """
-
-    __slots__ = ("_lock", "_owner")
-
-    def __init__(self, owner: str) -> None:
-        self._lock = threading.Lock()
-        self._owner = owner
-
-    def __enter__(self) -> None:
-        if not self._lock.acquire(blocking=False):
-            raise DataFlowReentrantError(
-                f"{self._owner} is not reentrant: it is already being iterated. Finish or "
-                f"close the first iterator before starting another, or build a second flow."
-            )
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-    def __getstate__(self) -> str:
-        return self._owner
-
-    def __setstate__(self, owner: str) -> None:
-        self.__init__(owner)  # type: ignore[misc]
 
 
 def close_iterator(it: object) -> None:
