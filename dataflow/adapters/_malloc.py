@@ -47,7 +47,7 @@ def _glibc() -> Any:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
         return libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows has no CDLL(None)
         return None
 
 
