@@ -42,7 +42,7 @@ _OPT_OUT = "DATAFLOW_MALLOPT"
 
 
 def _glibc() -> Any:
-    """The process's C library if it is glibc (it has ``mallopt``), else ``None``."""
+    """glibc's ``mallopt`` if the process's C library is glibc, else ``None``."""
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
