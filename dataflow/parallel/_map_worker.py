@@ -11,8 +11,8 @@ from .. import seeding
 from . import _messages as msg
 from ._map_base import RngKey
 from ._options import WorkerOptions
-from ._pool import worker_link
 from ._slot_batch import send_batch
+from ._worker_link import worker_link
 
 __all__ = ["apply_map", "map_worker"]
 

@@ -6,7 +6,7 @@ Resources (processes, socket, context, shared memory) are released by
 :meth:`ProcessPool.close`, by garbage collection, or at interpreter exit, whichever comes
 first (``weakref.finalize``); each release runs even if another fails or is interrupted.
 
-Workers connect a DEALER socket named ``w<index>`` (see :func:`worker_link`), so the
+Workers connect a DEALER socket named ``w<index>`` (see :func:`~._worker_link.worker_link`), so the
 consumer can address each one (tasks, control requests) and every message says which worker
 sent it.
 
@@ -42,9 +42,9 @@ from ._process import (
 )
 from ._shm import unlink_all, warn_no_shm
 from ._shm_reader import RingReader
-from ._worker_link import WorkerLink, identity, worker_link
+from ._worker_link import identity
 
-__all__ = ["DEFAULT_SHM_BYTES", "POLL_MS", "ProcessPool", "WorkerLink", "resolve_shm_bytes", "worker_link"]
+__all__ = ["DEFAULT_SHM_BYTES", "POLL_MS", "ProcessPool", "resolve_shm_bytes"]
 
 POLL_MS = 100
 #: with ``lazy=True``, the longest the consumer waits for worker 0's first datapoint before
@@ -59,7 +59,7 @@ class ProcessPool:
 
     ``target(parent, endpoint, ring_path, *args)`` runs in each worker (one argument tuple in
     ``worker_args`` per worker; ``ring_path`` is ``None`` without shared memory) and starts
-    with :func:`worker_link`. ``picklable`` names objects that must pickle under spawn.
+    with :func:`~._worker_link.worker_link`. ``picklable`` names objects that must pickle under spawn.
     ``lazy``: start worker 0 now and the others later (see the module docstring); with
     ``start_on_data=False`` the first datapoint does not start them: the owner calls
     :meth:`start_pending` when it needs them (the :data:`LAZY_START_S` bound still holds).

@@ -13,7 +13,7 @@ from typing import Any
 from ..base import DataFlow
 from . import _messages as msg
 from ._options import WorkerOptions
-from ._pool import WorkerLink, worker_link
+from ._worker_link import WorkerLink, worker_link
 
 __all__ = ["runner_worker"]
 

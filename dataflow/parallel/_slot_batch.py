@@ -23,8 +23,8 @@ import numpy as np
 from ..ops._stack import collate, stack_component
 from . import _messages as msg
 from ._messages import OOB_MIN_BYTES
-from ._pool import WorkerLink
 from ._shm import RingWriter
+from ._worker_link import WorkerLink
 
 __all__ = ["ring_stacker", "send_batch"]
 
