@@ -30,7 +30,7 @@ from ._require import require
 
 tf = require("tensorflow", "tf", "dataflow.adapters.tf")
 
-__all__ = ["GROUP_BYTES", "GROUP_MAX", "GROUP_WINDOW_S", "grouped_dataset"]
+__all__ = ["GROUP_BYTES", "GROUP_MAX", "GROUP_WINDOW_S", "generator_dataset", "grouped_dataset"]
 
 GROUP_MAX = 16  #: datapoints per crossing into tf.data, at most
 GROUP_BYTES = 16 * 2**20  #: a group stops growing once it holds this many bytes
@@ -67,7 +67,6 @@ def grouped_dataset(open_flow: Callable[[], Iterator[Any]], signature: Any) -> A
     stackers = [_Stacker(keys[i] if keys is not None else i, s) for i, s in enumerate(specs)]
 
     def generator() -> Iterator[Any]:
-        lift_mmap_threshold()  # after from_generator's kernel froze it (see ._malloc)
         it = open_flow()
         try:
             for columns in _groups(it, keys, len(specs)):
@@ -78,11 +77,23 @@ def grouped_dataset(open_flow: Callable[[], Iterator[Any]], signature: Any) -> A
             if close is not None:
                 close()
 
-    groups = tf.data.Dataset.from_generator(generator, output_signature=group_signature)
+    groups = generator_dataset(generator, group_signature)
     if keys is not None:
         return groups.flat_map(lambda group: tf.data.Dataset.from_tensor_slices(group))
     # (measured: splitting with from_tensor_slices costs less than .unbatch())
     return groups.flat_map(lambda *group: tf.data.Dataset.from_tensor_slices(group))
+
+
+def generator_dataset(generator: Callable[[], Iterator[Any]], signature: Any) -> Any:
+    """``tf.data.Dataset.from_generator(generator, output_signature=signature)``, whose every
+    iteration first sets malloc's thresholds back (after ``from_generator``'s kernel has frozen
+    them; see :mod:`._malloc`). Every ``from_generator`` of the adapters goes through here."""
+
+    def lifted() -> Iterator[Any]:
+        lift_mmap_threshold()
+        yield from generator()  # closing this closes generator() too
+
+    return tf.data.Dataset.from_generator(lifted, output_signature=signature)
 
 
 def _groups(it: Iterator[Any], keys: list[Any] | None, width: int) -> Iterator[list[list[Any]]]:

@@ -18,9 +18,8 @@ import numpy as np
 
 from ..base import DataFlow, close_iterator
 from ..errors import WorkerError
-from ._malloc import lift_mmap_threshold
 from ._require import require
-from ._tf_groups import flat_signature, grouped_dataset
+from ._tf_groups import flat_signature, generator_dataset, grouped_dataset
 
 tf = require("tensorflow", "tf", "dataflow.adapters.tf")
 
@@ -114,7 +113,6 @@ def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
         return grouped_dataset(epoch, signature)
 
     def generator() -> Iterator[Any]:
-        lift_mmap_threshold()  # after from_generator's kernel froze it (see ._malloc)
         it = epoch()
         try:
             for dp in it:
@@ -122,7 +120,7 @@ def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
         finally:
             close_iterator(it)
 
-    return tf.data.Dataset.from_generator(generator, output_signature=signature)
+    return generator_dataset(generator, signature)
 
 
 def ZMQInput(addr: str, output_signature: Any, **kwargs: Any) -> Any:  # noqa: N802 (tensorpack name)
@@ -132,7 +130,6 @@ def ZMQInput(addr: str, output_signature: Any, **kwargs: Any) -> Any:  # noqa: N
     from ..parallel.remote import RemoteDataZMQ
 
     def generator() -> Iterator[Any]:
-        lift_mmap_threshold()  # after from_generator's kernel froze it (see ._malloc)
         receiver = RemoteDataZMQ(addr, **kwargs)  # one per dataset iteration, closed after it
         receiver.reset_state()
         try:
@@ -141,7 +138,7 @@ def ZMQInput(addr: str, output_signature: Any, **kwargs: Any) -> Any:  # noqa: N
         finally:
             receiver.close()
 
-    return tf.data.Dataset.from_generator(generator, output_signature=output_signature)
+    return generator_dataset(generator, output_signature)
 
 
 def DummyConstantInput(shapes: Sequence[Sequence[int]], dtypes: Any = "float32") -> Any:  # noqa: N802
