@@ -10,7 +10,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["END", "POLL_S", "Pause", "get", "put", "stop_threads"]
+from ._interrupts import deferred_sigint
+
+__all__ = ["END", "POLL_S", "Pause", "get", "put", "start_thread", "stop_threads"]
 
 POLL_S = 0.1
 END = object()  #: ``(END, exception or None, where)`` ends a producer's stream
@@ -42,6 +44,17 @@ def get(q: queue.Queue[Any], stage: str, timeout: float | None, threads: list[th
                 raise TimeoutError(f"{stage}: no datapoint for {timeout} s (timeout={timeout})") from None
             if threads and not any(t.is_alive() for t in threads):
                 raise RuntimeError(f"{stage}: all worker threads have stopped; call reset_state()") from None
+
+
+def start_thread(
+    threads: list[threading.Thread], target: Callable[..., Any], args: tuple[Any, ...], name: str
+) -> None:
+    """Start a daemon thread, listed in ``threads`` before it starts (whatever interrupts, the
+    owner's stop finds it); a Ctrl-C during the start is deferred until it is listed and running."""
+    t = threading.Thread(target=target, args=args, name=name, daemon=True)
+    threads.append(t)
+    with deferred_sigint():
+        t.start()
 
 
 def stop_threads(threads: list[threading.Thread], stop: threading.Event, q: queue.Queue[Any] | None) -> None:

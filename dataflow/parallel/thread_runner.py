@@ -21,7 +21,7 @@ from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateError
 from . import _messages as msg
 from ._interrupts import deferred_sigint
-from ._thread_util import END, Pause, get, put, stop_threads
+from ._thread_util import END, Pause, get, put, start_thread, stop_threads
 
 __all__ = ["MultiThreadRunner"]
 
@@ -102,9 +102,10 @@ class MultiThreadRunner(DataFlow[Any]):
         self._states = None
         self._slots = [[s] for s in states]
         for i in range(self.num_thread):
-            t = threading.Thread(
-                target=_runner_thread,
-                args=(
+            start_thread(
+                self._threads,
+                _runner_thread,
+                (
                     self.get_df,
                     self._queue,
                     self._stop,
@@ -112,12 +113,8 @@ class MultiThreadRunner(DataFlow[Any]):
                     f"the flow in thread {i}",
                     self._slots[i],
                 ),
-                name=f"dataflow-runner-{i}",
-                daemon=True,
+                f"dataflow-runner-{i}",
             )
-            self._threads.append(t)  # before it starts: whatever interrupts, close() finds it
-            with deferred_sigint():
-                t.start()
 
     def __iter__(self) -> Iterator[Any]:
         if not self._threads:

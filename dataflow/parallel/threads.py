@@ -26,7 +26,7 @@ from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._map_worker import apply_map
-from ._thread_util import POLL_S, get, stop_threads
+from ._thread_util import POLL_S, get, start_thread, stop_threads
 from .prefetch import ThreadPrefetchData
 from .thread_runner import MultiThreadRunner
 
@@ -99,9 +99,10 @@ class MultiThreadMapData(ParallelMapBase):
         self._tuner.cap = max(1, self.buffer_size // (2 * self.num_thread))  # >= 2 tasks per thread
         self._probe = 2 * self.num_thread if self._tuner.per_item is None else 0  # see ParallelMapBase
         for i in range(self.num_thread):
-            t = threading.Thread(
-                target=_map_thread,
-                args=(
+            start_thread(
+                self._threads,
+                _map_thread,
+                (
                     self._tasks,
                     self._results,
                     self.map_func,
@@ -109,12 +110,8 @@ class MultiThreadMapData(ParallelMapBase):
                     self._stopping,
                     i,
                 ),
-                name=f"dataflow-map-{i}",
-                daemon=True,
+                f"dataflow-map-{i}",
             )
-            self._threads.append(t)  # before it starts: whatever interrupts, _stop finds it
-            with deferred_sigint():
-                t.start()
 
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
         self._tasks.put((task_id, chunk, rng_key))
