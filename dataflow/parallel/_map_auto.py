@@ -3,23 +3,29 @@ consumer for ``num_proc="auto"`` and ``buffer_size="auto"`` (and shows in traces
 the consumer while workers do not pay, timing it, going to the workers once they do, and
 timing and sizing the results they send back.
 
-- **groups** (:func:`in_consumer`, :func:`map_here`): a strict pass maps groups here sized
-  like tasks (about :data:`~._autotune.TASK_SECONDS` of map time, at most
-  :data:`HERE_MAX` datapoints), each timed (:func:`map_inline_task`) for the
-  :class:`~._autoworkers.AutoWorkers` that decide when workers pay; a non-strict map's tasks
-  wait in ``_inline`` and are mapped here when their result is wanted (:func:`map_inline`).
+- **measured stretches** (:func:`in_consumer`, :func:`stream_here`,
+  :func:`stretch_measured`): a strict pass maps here in stretches of about
+  :data:`STRETCH_SECONDS` of map time, each result yielded as it is made and each call of
+  the map timed (:func:`._map_passes.measured_stretch`), for the
+  :class:`~._autoworkers.AutoWorkers` that decide when workers pay.
+- **groups** (:func:`map_here`, :func:`map_inline_task`): where items get their own RNG or
+  a trace is recorded, a strict pass maps groups here instead, sized like tasks (about
+  :data:`~._autotune.TASK_SECONDS` of map time, at most :data:`HERE_MAX` datapoints), each
+  timed as a whole; a non-strict map's tasks wait in ``_inline`` and are mapped here when
+  their result is wanted (:func:`map_inline`).
 - **serial rest** (:func:`serial_rest`, :func:`serial_done`): a map too cheap for any worker
   count maps the rest of its pass in the passes' own ``.map``-like loop (see
   :mod:`._map_passes`), unmeasured; the next pass measures again.
-- **going parallel**: when the measurements say workers pay, :func:`map_inline_task` starts
+- **going parallel**: when the measurements say workers pay, :func:`measured_here` starts
   them (or uses them again), sizes an automatic buffer and hands them the tasks queued here.
 - **measured receives** (:func:`receive_measured`): each result's wait (for
   :class:`~._autoworkers.AutoWorkers`: one worker more or fewer, or back in-process) and
   bytes (for :class:`~._autoworkers.AutoBuffer`), and trace spans (:func:`trace_receive`).
   Without any of these the map's ``_receive`` takes its own short path.
 
-The map keeps thin hook methods (``_in_consumer``, ``_map_here``, ``_serial_rest``,
-``_serial_done``) calling these, and its ``_receive`` calls :func:`receive_measured`.
+The map's hook methods (``_in_consumer``, ``_stream_here``, ``_stretch_sample``,
+``_stretch_measured``, ``_map_here``, ``_serial_rest``, ``_serial_done``) are these
+functions, and its ``_receive`` calls :func:`receive_measured`.
 """
 from __future__ import annotations
 
@@ -42,18 +48,29 @@ __all__ = [
     "HERE_MAX",
     "MEASURED_FIRST",
     "MEASURE_GAP_S",
+    "STRETCH_MAX",
+    "STRETCH_SECONDS",
     "in_consumer",
     "map_here",
     "map_inline",
     "map_inline_task",
+    "measured_here",
     "receive_measured",
     "serial_done",
     "serial_rest",
+    "size_result",
+    "stream_here",
+    "stretch_measured",
+    "stretch_sample",
     "trace_receive",
 ]
 
-#: most datapoints a ``num_proc="auto"`` map maps at once in the consumer
+#: most datapoints a ``num_proc="auto"`` map maps at once in the consumer, in a group ...
 HERE_MAX = 1024
+#: ... and in a measured stretch, which holds nothing: about this much map time, ...
+STRETCH_SECONDS = 0.01
+#: ... at most this many datapoints
+STRETCH_MAX = 4096
 #: ``num_proc="auto"`` in-process: a map so cheap that workers cannot pay maps the rest of a
 #: pass unmeasured when it was measured within this long (see :func:`serial_rest`) ...
 MEASURE_GAP_S = 0.1
@@ -131,22 +148,75 @@ def map_inline_task(
     if tr is not None:
         tr.span(tr.stage_track(m), f"map in-process ({len(chunk)} datapoints)", t0, now)
     m._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
-    if kind == msg.DATA and out and now - m._sized_at >= auto.window:
-        m._sized_at = now  # what sending a result would cost a worker (one of them;
-        auto.result_bytes = max(0, msg.large_bytes(out[0]))  # ~50 us for a 10 MB array)
-    if auto.mapped_inline(len(chunk), now - t0, now):
-        m._active = auto.plan.workers
-        if m._pool is None:
-            m._start_pool(out if kind == msg.DATA else None)
-        abuf = m._abuf
-        if abuf is not None:  # sized for the tasks measured here before the first result
-            m.buffer_size = abuf.current = abuf.size(m._active, m._tuner.chunk)
-            m._tuner.cap = max(m._tuner.chunk, m.buffer_size // (2 * m._active))
-        queued, m._inline = m._inline, deque()
-        for task in queued:  # the tasks waiting here go to the workers too, in order
-            m._submit(*task)
-        auto.restart(time.perf_counter())
+    if kind == msg.DATA and out and stretch_sample(m):
+        size_result(m, out[0], now)
+    measured_here(m, auto, len(chunk), now - t0, now)
     return None, kind, out
+
+
+def stream_here(m: MultiProcessMapDataZMQ, size: int) -> int:
+    """Where :func:`in_consumer` gave ``size``: a measured stretch (see
+    :func:`._map_passes.measured_stretch`) of about :data:`STRETCH_SECONDS` of map time, at
+    most :data:`STRETCH_MAX` datapoints, at least ``size``. A strict pass streams unless
+    items get their own RNG (mapped in keyed groups) or a trace is recorded (a span per
+    group)."""
+    if m.item_rng or _trace.current is not None:
+        return 0
+    est = m._tuner.per_item
+    if est is None:
+        return size
+    return max(size, min(STRETCH_MAX, int(STRETCH_SECONDS / max(est, 1e-9))))
+
+
+def stretch_sample(m: MultiProcessMapDataZMQ) -> bool:
+    """A result's bytes are measured once per window (the probe of what workers would copy
+    costs ~50 us for a 10 MB array)."""
+    auto = m._auto
+    return auto is not None and time.perf_counter() - m._sized_at >= auto.window
+
+
+def size_result(m: MultiProcessMapDataZMQ, result: Any, now: float) -> None:
+    """What sending ``result`` would cost a worker (its large arrays' bytes), and whether
+    workers started now would need shared memory for results like it."""
+    m._sized_at = now
+    nbytes = msg.large_bytes(result)
+    m._results_small = nbytes == 0
+    if m._auto is not None:
+        m._auto.result_bytes = max(0, nbytes)
+
+
+def stretch_measured(
+    m: MultiProcessMapDataZMQ, items: int, busy: float, now: float, sample: list[Any] | None
+) -> None:
+    """A measured stretch is over: the same bookkeeping as a group mapped here."""
+    auto = m._auto
+    if auto is None:  # _stream_here() streams only with num_proc="auto"
+        raise RuntimeError(f"{type(m).__name__}: a measured stretch without num_proc='auto'")
+    m._measured_at = now
+    m._measures += 1
+    m._tuner.observe(items, busy)
+    if sample:
+        size_result(m, sample[0], now)
+    measured_here(m, auto, items, busy, now)
+
+
+def measured_here(m: MultiProcessMapDataZMQ, auto: AutoWorkers, items: int, busy: float, now: float) -> None:
+    """``items`` datapoints were mapped here in ``busy`` s: the workers may start (or be used
+    again) for the next tasks, with an automatic buffer sized from the tasks measured here,
+    and the tasks queued here go to them, in order."""
+    if not auto.mapped_inline(items, busy, now):
+        return
+    m._active = auto.plan.workers
+    if m._pool is None:
+        m._start_pool(m._results_small)
+    abuf = m._abuf
+    if abuf is not None:  # sized for the tasks measured here before the first result
+        m.buffer_size = abuf.current = abuf.size(m._active, m._tuner.chunk)
+        m._tuner.cap = max(m._tuner.chunk, m.buffer_size // (2 * m._active))
+    queued, m._inline = m._inline, deque()
+    for task in queued:  # the tasks waiting here go to the workers too, in order
+        m._submit(*task)
+    auto.restart(time.perf_counter())
 
 
 def receive_measured(

@@ -20,8 +20,8 @@ The consumer (the thread iterating the map) reads the upstream itself and submit
   :mod:`._map_state`); independent of the number of workers.
 
 Subclasses provide the transport: ``_start``, ``_submit``, ``_receive``, ``_stop``; and may
-map in the consumer itself (``_in_consumer``, ``_map_here``, ``_serial_rest``:
-``num_proc="auto"`` while workers do not pay).
+map in the consumer itself (``_in_consumer``, ``_stream_here``, ``_map_here``,
+``_serial_rest``: ``num_proc="auto"`` while workers do not pay).
 
 This module holds the class: its settings, hooks and lifecycle. Its passes (the generators
 ``__iter__`` returns) are in :mod:`._map_passes`, the tasks they submit and the results they
@@ -132,6 +132,21 @@ class ParallelMapBase(ProxyDataFlow):
         pass with nothing in flight asks before each group); 0: none, use the workers.
         See :meth:`_map_here`."""
         return 0
+
+    def _stream_here(self, size: int) -> int:
+        """Where :meth:`_in_consumer` asked for ``size`` datapoints: how many to map in a
+        measured stretch instead (each result yielded as it is made, each call of ``map_func``
+        timed; see :func:`._map_passes.measured_stretch`); 0: a group, :meth:`_map_here`."""
+        return 0
+
+    def _stretch_sample(self) -> bool:
+        """Whether the next measured stretch keeps its first result for
+        :meth:`_stretch_measured`."""
+        return False
+
+    def _stretch_measured(self, items: int, busy: float, now: float, sample: list[Any] | None) -> None:
+        """A measured stretch read ``items`` datapoints and spent ``busy`` s in ``map_func``;
+        it ended at ``now``; ``sample``: its first result, where asked for."""
 
     def _map_here(self, chunk: list[Any], rng_key: RngKey) -> list[Any]:
         """Map ``chunk`` in the consumer (when :meth:`_in_consumer` asked for it)."""

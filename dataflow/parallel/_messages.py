@@ -51,7 +51,6 @@ __all__ = [
     "capture_error",
     "decode",
     "error_for",
-    "has_large_buffer",
     "large_bytes",
     "new_endpoint",
     "recv",
@@ -115,10 +114,6 @@ def large_bytes(obj: Any) -> int:
     except Exception:  # unpicklable results fail in the workers, with a clear error
         return -1
     return total
-
-
-def has_large_buffer(results: list[Any]) -> bool:
-    return large_bytes(results) != 0
 
 
 def send(

@@ -26,6 +26,7 @@ from .. import _trace
 from .._checks import check_int
 from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerError
+from . import _map_auto as here
 from . import _messages as msg
 from ._autotune import (
     AUTO_BUFFER_PER_WORKER,
@@ -36,7 +37,6 @@ from ._autotune import (
 )
 from ._autoworkers import AutoBuffer, AutoWorkers
 from ._interrupts import deferred_sigint
-from ._map_auto import in_consumer, map_here, receive_measured, serial_done, serial_rest
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._map_worker import map_worker
 from ._options import WorkerOptions
@@ -135,6 +135,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._measured_at = 0.0  # num_proc="auto": when a group mapped in-process was last timed
         self._measures = 0  # ... and how many were
         self._sized_at = -1e9  # ... and when a result's bytes were last measured
+        self._results_small: bool | None = None  # ... and whether it held no large buffer
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -152,14 +153,14 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             self._active = auto.plan.workers
         self._start_pool()
 
-    def _start_pool(self, sample: list[Any] | None = None) -> None:
-        """Start the workers. ``sample``: results mapped in-process (``num_proc="auto"``); when
-        none of them holds a large buffer and ``shm_bytes`` was left automatic, the workers
-        get no shared memory (reserving it costs more than a short job's whole run)."""
+    def _start_pool(self, small: bool | None = None) -> None:
+        """Start the workers. ``small``: a result mapped in-process (``num_proc="auto"``) held
+        no large buffer; where ``shm_bytes`` was left automatic, the workers then get no shared
+        memory (reserving it costs more than a short job's whole run)."""
         n = self._most
         options = self.options
-        if sample is not None and options.shm_bytes is None:
-            self._small_results = not msg.has_large_buffer(sample)
+        if small is not None and options.shm_bytes is None:
+            self._small_results = small
         if self._small_results:
             options = dataclasses.replace(options, shm_bytes=0)
         seed = options.worker_seed()
@@ -227,17 +228,13 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
 
     # -- num_proc="auto" in-process, and measured receives: in _map_auto.py -------------
-    def _in_consumer(self) -> int:
-        return in_consumer(self)
-
-    def _map_here(self, chunk: list[Any], rng_key: RngKey) -> list[Any]:
-        return map_here(self, chunk, rng_key)
-
-    def _serial_rest(self) -> bool:
-        return serial_rest(self)
-
-    def _serial_done(self) -> None:
-        serial_done(self)
+    _in_consumer = here.in_consumer
+    _stream_here = here.stream_here
+    _stretch_sample = here.stretch_sample
+    _stretch_measured = here.stretch_measured
+    _map_here = here.map_here
+    _serial_rest = here.serial_rest
+    _serial_done = here.serial_done
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
         auto, abuf, tr = self._auto, self._abuf, _trace.current
@@ -247,7 +244,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             if busy:
                 self._tuner.observe(self._flight.get(task_id, 0), busy[0])
             return task_id, kind, payload
-        return receive_measured(self, auto, abuf, tr)
+        return here.receive_measured(self, auto, abuf, tr)
 
     def _task_message(self, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:
         """The next message about a task. An error that is no task's (a worker that could

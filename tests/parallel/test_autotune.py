@@ -449,8 +449,9 @@ def test_auto_slow_map_starts_workers_and_keeps_order(caplog: pytest.LogCaptureF
 def test_auto_in_process_error_is_the_users_own() -> None:
     with _num_auto(fails_at_7, 20) as df:
         df.reset_state()
-        with pytest.raises(KeyError, match="bad 7"):
+        with pytest.raises(KeyError, match="bad 7") as info:
             list(df)
+    assert any("map_func (in-process" in note for note in getattr(info.value, "__notes__", []))
 
 
 def test_auto_map_resumes_exactly() -> None:
@@ -563,6 +564,56 @@ def noisy(dp: list[int], rng: Any) -> list[Any]:
 
 def test_auto_in_process_groups_with_item_rng_resume_exactly() -> None:
     check_resume(lambda: _num_auto(noisy, 60, item_rng=True, seed=7), epochs=2, max_cuts=10)
+
+
+# -- num_proc="auto" in-process: measured stretches, each result yielded as it is made ------
+
+
+class _SpinCalls:
+    """A map of ~20 us (spinning on the clock: never cheaper, whatever the machine), dearer
+    than receiving a worker's result, so it is measured; it counts its calls."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, dp: list[int]) -> list[int] | None:
+        import time
+
+        self.n += 1
+        end = time.perf_counter() + 20e-6
+        while time.perf_counter() < end:
+            pass
+        return None if dp[0] % 3 == 2 else [dp[0]]
+
+
+def test_auto_measured_in_process_map_reads_nothing_ahead() -> None:
+    # While in-process (the probe lasts 0.25 s; a pass here takes ~10 ms), each datapoint is
+    # mapped when the consumer asks for it, timed, and not held in a group.
+    calls, n = _SpinCalls(), 400
+    with _num_auto(calls, n) as df:
+        df.reset_state()
+        for _ in range(2):
+            start, out = calls.n, []
+            for dp in df:
+                assert calls.n - start == dp[0] + 1  # mapped exactly up to the one yielded
+                out.append(dp[0])
+            assert out == [i for i in range(n) if i % 3 != 2]
+        assert df._measures >= 4  # measured stretches, not the unmeasured rest of a cheap map
+        assert df._tuner.per_item is not None and df._tuner.per_item >= 20e-6
+        assert df.worker_pids == []
+
+
+def test_auto_measured_in_process_map_resumes_exactly() -> None:
+    check_resume(lambda: _num_auto(_SpinCalls(), 300), epochs=2, max_cuts=12)
+
+
+def test_auto_measured_in_process_upstream_error_is_not_blamed_on_the_map() -> None:
+    with D.MultiProcessMapData(_FailsAt(300, 200), "auto", _SpinCalls(), strict=True, timeout=60) as df:
+        df.reset_state()
+        assert len(list(df)) == 200
+        with pytest.raises(LookupError, match="upstream broke at 200") as err:
+            list(df)
+        assert not getattr(err.value, "__notes__", [])
 
 
 # -- num_proc="auto": a map too cheap for workers maps the rest of a pass as .map does ------
