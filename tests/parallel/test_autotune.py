@@ -411,12 +411,6 @@ def slow_inc(dp: list[int]) -> list[int]:
     return [dp[0] + 1]
 
 
-def fails_at_7(dp: list[int]) -> list[int]:
-    if dp[0] == 7:
-        raise KeyError(f"bad {dp[0]}")
-    return dp
-
-
 def _num_auto(func: Any, size: int, **kw: Any) -> D.DataFlow:
     src = D.DataFromList([[i] for i in range(size)], shuffle=False)
     return src.parallel_map(func, num_proc="auto", buffer_size="auto", timeout=60, **kw)
@@ -446,10 +440,19 @@ def test_auto_slow_map_starts_workers_and_keeps_order(caplog: pytest.LogCaptureF
     assert any("worker(s)" in r.getMessage() for r in caplog.records)
 
 
-def test_auto_in_process_error_is_the_users_own() -> None:
-    with _num_auto(fails_at_7, 20) as df:
+def fails_at(bad: int, dp: list[int]) -> list[int]:
+    if dp[0] == bad:
+        raise KeyError(f"bad {dp[0]}")
+    return dp
+
+
+@pytest.mark.parametrize("bad", [1, 7, 9])  # in a measured stretch: its timed call, untimed, timed
+def test_auto_in_process_error_is_the_users_own(bad: int) -> None:
+    import functools
+
+    with _num_auto(functools.partial(fails_at, bad), 20) as df:
         df.reset_state()
-        with pytest.raises(KeyError, match="bad 7") as info:
+        with pytest.raises(KeyError, match=f"bad {bad}") as info:
             list(df)
     assert any("map_func (in-process" in note for note in getattr(info.value, "__notes__", []))
 
