@@ -5,8 +5,8 @@ timing and sizing the results they send back.
 
 - **measured stretches** (:func:`in_consumer`, :func:`stream_here`,
   :func:`stretch_measured`): a strict pass maps here in stretches of about
-  :data:`STRETCH_SECONDS` of map time, each result yielded as it is made and each call of
-  the map timed (see :mod:`._map_passes`), for the
+  :data:`STRETCH_SECONDS` of map time, each result yielded as it is made and one call of
+  the map in :data:`~._map_passes.TIME_EVERY` timed (see :mod:`._map_passes`), for the
   :class:`~._autoworkers.AutoWorkers` that decide when workers pay.
 - **groups** (:func:`map_here`, :func:`map_inline_task`): where items get their own RNG or
   a trace is recorded, a strict pass maps groups here instead, sized like tasks (about

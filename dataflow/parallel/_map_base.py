@@ -135,8 +135,8 @@ class ParallelMapBase(ProxyDataFlow):
 
     def _stream_here(self, size: int) -> int:
         """Where :meth:`_in_consumer` asked for ``size`` datapoints: how many to map in a
-        measured stretch instead (each result yielded as it is made, each call of ``map_func``
-        timed; see :mod:`._map_passes`); 0: a group, :meth:`_map_here`."""
+        measured stretch instead (each result yielded as it is made, some calls of
+        ``map_func`` timed; see :mod:`._map_passes`); 0: a group, :meth:`_map_here`."""
         return 0
 
     def _stretch_sample(self) -> bool:

@@ -64,9 +64,8 @@ TIME_EVERY = 8
 def map_error(m: ParallelMapBase, exc: Exception, *call_lines: int) -> BaseException | None:
     """What to raise for ``exc``, which left a serial-rest loop or a measured stretch: if it
     came through a line calling ``map_func`` (``call_lines``), the map's error as a mapped
-    group reports it (the
-    user's exception, noted as raised in-process); ``None`` for an error of the upstream (or
-    one thrown in at a ``yield``): it goes on untouched."""
+    group reports it (the user's exception, noted as raised in-process); ``None`` for an
+    error of the upstream (or one thrown in at a ``yield``): it goes on untouched."""
     tb = exc.__traceback__
     if tb is None or tb.tb_lineno not in call_lines:
         return None
@@ -140,7 +139,7 @@ def strict_pass(m: ParallelMapBase, begun: tuple[int, Iterator[Any], int]) -> It
                     if not n:
                         more = False
                         continue
-                    m._index += n
+                    m._index += n  # per stretch: it keys item RNGs only, which never stream
                     m._stretch_measured(n, busy * n / timed, clock(), sample)
                     continue
                 if size:  # map a group here and yield it straight (no task, no queue)
