@@ -38,7 +38,9 @@ def check_target(stage: str, path: str, overwrite: bool) -> None:
 
 
 @contextlib.contextmanager
-def atomic_write(stage: str, path: str, overwrite: bool = False, durable: bool = False) -> Iterator[str]:
+def atomic_write(
+    stage: str, path: str, overwrite: bool = False, durable: bool = False, create: bool = True
+) -> Iterator[str]:
     """Yield a temporary path in ``path``'s directory; on a clean exit, rename it to
     ``path`` (fsyncing the file before and its directory after when ``durable``); on any
     exception (``BaseException`` included) delete it and re-raise.
@@ -46,10 +48,12 @@ def atomic_write(stage: str, path: str, overwrite: bool = False, durable: bool =
     The temporary file exists, empty: write it opened **without** truncating it (``"r+b"``,
     ``os.O_WRONLY``). On ext4 (``auto_da_alloc``, the default), a file truncated and then
     written is flushed to the disk by its ``close()``, synchronously: ~0.5 s per GB here,
-    for a guarantee that ``durable`` gives when it is wanted."""
+    for a guarantee that ``durable`` gives when it is wanted. With ``create=False`` the
+    path does not exist yet, for a writer that can only create a file or truncate one
+    (``h5py``: create it exclusively, mode ``"x"``)."""
     check_target(stage, path, overwrite)
     directory, name = os.path.split(os.path.abspath(path))
-    tmp = _create_temp(directory, name)
+    tmp = _create_temp(directory, name) if create else _unused_name(directory, name)
     try:
         yield tmp
         if durable:
@@ -62,11 +66,24 @@ def atomic_write(stage: str, path: str, overwrite: bool = False, durable: bool =
         _fsync_dir(directory)
 
 
+def _temp_name(directory: str, name: str) -> str:
+    return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+
+
+def _unused_name(directory: str, name: str) -> str:
+    """A name ``.<name>.<random>.tmp`` that no file has now (48 random bits: a writer that
+    creates it exclusively fails, rather than overwrites, in the unlikely race)."""
+    while True:
+        tmp = _temp_name(directory, name)
+        if not os.path.lexists(tmp):
+            return tmp
+
+
 def _create_temp(directory: str, name: str) -> str:
     """A new empty file ``.<name>.<random>.tmp``, with the permissions a plain ``open``
     gives (``0o666`` less the umask; ``tempfile.mkstemp`` would make it owner-only)."""
     while True:
-        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+        tmp = _temp_name(directory, name)
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:

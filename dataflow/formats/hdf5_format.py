@@ -229,7 +229,9 @@ class HDF5Serializer:
         h5py = require("h5py", "hdf5", stage)
         path = fspath(stage, "path", path)
         paths = _check_paths(stage, data_paths)
-        with atomic_write(stage, path, overwrite, durable) as tmp, h5py.File(tmp, "w") as hf:
+        # "x", on a name no file has: h5py's "w" truncates, which makes ext4 flush the whole
+        # file to the disk when it is closed (see atomic_write)
+        with atomic_write(stage, path, overwrite, durable, create=False) as tmp, h5py.File(tmp, "x") as hf:
             columns: list[_Column] = []
             count = written = 0
             for dp in iterate_for_save(stage, df, progress):

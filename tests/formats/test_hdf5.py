@@ -137,3 +137,32 @@ def test_flow_that_reuses_its_buffers(tmp_path: Path) -> None:
     assert [dp[1] for dp in out] == [bytes([i, 0]) for i in range(5)]
     assert [dp[2] for dp in out] == [b"", b"x", b"\x00\x01", b"", b"x"]
     assert [dp[3] for dp in out] == ["", "é", "ab", "", "é"]
+
+
+def test_save_creates_its_file_without_truncating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # h5py's "w" opens with O_TRUNC, and on ext4 a truncated file is flushed to the disk when
+    # it is closed (~0.5 s per GB): the save creates a fresh temporary file exclusively ("x")
+    # instead, then renames it over the target.
+    import os
+
+    opened: list[tuple[str, str, bool]] = []
+    real = h5py.File
+
+    def spy(name: str, mode: str = "r", *args: object, **kwargs: object) -> h5py.File:
+        if mode != "r":
+            opened.append((str(name), mode, os.path.lexists(name)))
+        return real(name, mode, *args, **kwargs)
+
+    monkeypatch.setattr(h5py, "File", spy)
+    path = tmp_path / "d.h5"
+    path.write_bytes(b"the previous file")
+    data = _data(10)
+    HDF5Serializer.save(DataFromList(data, shuffle=False), str(path), PATHS, overwrite=True)
+    assert len(opened) == 1
+    tmp, mode, existed = opened[0]
+    assert (mode, existed) == ("x", False)
+    assert os.path.dirname(tmp) == str(tmp_path) and not os.path.exists(tmp)  # renamed over d.h5
+    monkeypatch.undo()
+    df = HDF5Serializer.load(str(path), PATHS, shuffle=False)
+    df.reset_state()
+    assert [int(dp[0]) for dp in df] == [dp[0] for dp in data]
