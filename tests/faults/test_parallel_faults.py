@@ -79,13 +79,12 @@ for kind in {kinds!r}:
     t.start()
     complete = interrupted = 0
     while t.is_alive() or complete == 0:
-        try:
+        try:  # the check too: a SIGINT may land in it (then the epoch is not counted)
             epoch = [dp for dp in df]
+            check(kind, epoch)
+            complete += 1
         except KeyboardInterrupt:
             interrupted += 1
-            continue
-        check(kind, epoch)
-        complete += 1
     t.join()
     while True:  # a SIGINT may still be in flight: one clean epoch after the storm
         try:
