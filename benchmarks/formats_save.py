@@ -7,7 +7,10 @@ outside the timing). Contenders, in one run:
 
 - ``dataflow LMDB`` / ``tensorpack LMDB``: ``LMDBSerializer.save(df, path)``;
 - ``dataflow TFRecord`` / ``tensorpack TFRecord``: ``TFRecordSerializer.save(df, path)``
-  (tensorpack's needs TensorFlow; left out with a note when it is missing).
+  (tensorpack's needs TensorFlow; left out with a note when it is missing);
+- ``dataflow HDF5`` / ``tensorpack HDF5``: ``HDF5Serializer.save(df, path, ["i", "blob"])``
+  (both need ``h5py``; left out with a note when it is missing). tensorpack's collects the
+  whole epoch in memory and writes each column at the end; ours streams rows in chunks.
 
 Ours also fsyncs the file before renaming it into place (all-or-nothing saves); tensorpack
 does neither, so the comparison includes the cost of that guarantee.
@@ -21,7 +24,7 @@ tensorpack's contenders run in a separate (spawned) process driven one save at a
 because importing tensorpack patches the ``msgpack`` module globally. Medians of
 ``--rounds`` rounds; ratios within this run.
 
-    pip install lmdb google-crc32c tensorpack==0.11 tensorflow-cpu
+    pip install lmdb google-crc32c h5py tensorpack==0.11 tensorflow-cpu
     python benchmarks/formats_save.py [--size 1000] [--mb 1] [--rounds 3] [--dir /tmp] [--clock wall|cpu]
 """
 
@@ -41,6 +44,8 @@ from collections.abc import Callable
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._harness import machine_line, note, quiet_stdout  # noqa: E402
+
+HDF5_PATHS = ["i", "blob"]  # the HDF5 datasets of the two components
 
 
 def _array(mb: float):  # type: ignore[no-untyped-def]
@@ -80,7 +85,7 @@ def ours(size: int, mb: float, tmp: str) -> dict[str, Callable[[], tuple[float, 
             for i in range(size):
                 yield [i, arr]
 
-    return {
+    runs = {
         "dataflow LMDB": lambda: _timed(
             lambda p: LMDBSerializer.save(Big(), p, progress=False), os.path.join(tmp, "ours.lmdb")
         ),
@@ -88,6 +93,15 @@ def ours(size: int, mb: float, tmp: str) -> dict[str, Callable[[], tuple[float, 
             lambda p: TFRecordSerializer.save(Big(), p, progress=False), os.path.join(tmp, "ours.tfrecord")
         ),
     }
+    if importlib.util.find_spec("h5py") is None:
+        note("HDF5 left out: pip install h5py to compare it")
+    else:
+        from dataflow.formats import HDF5Serializer
+
+        runs["dataflow HDF5"] = lambda: _timed(
+            lambda p: HDF5Serializer.save(Big(), p, HDF5_PATHS, progress=False), os.path.join(tmp, "ours.h5")
+        )
+    return runs
 
 
 def _peer_main(conn, size: int, mb: float, tmp: str) -> None:  # type: ignore[no-untyped-def]
@@ -122,6 +136,12 @@ def _peer_main(conn, size: int, mb: float, tmp: str) -> None:  # type: ignore[no
         else:
             runs["tensorpack TFRecord"] = lambda: _timed(
                 lambda p: TFRecordSerializer.save(Big(), p), os.path.join(tmp, "tp.tfrecord")
+            )
+        if importlib.util.find_spec("h5py") is not None:
+            from tensorpack.dataflow import HDF5Serializer
+
+            runs["tensorpack HDF5"] = lambda: _timed(
+                lambda p: HDF5Serializer.save(Big(), p, HDF5_PATHS), os.path.join(tmp, "tp.h5")
             )
         conn.send(list(runs))
         for name in iter(conn.recv, None):
