@@ -94,6 +94,7 @@ class ParallelMapBase(ProxyDataFlow):
         self._interrupted = False
         self._epoch = 0
         self._index = 0  # inputs taken this pass (strict) or since reset (non-strict)
+        self._stretch_count = 0  # measured stretches so far (which of their calls are timed)
         self._produced = 0  # results yielded in this non-strict epoch
         self._ledger = TaskLedger()
         self._base: seeding.ItemSeed | None = None

@@ -18,14 +18,16 @@ ledger, :mod:`._map_state`).
   ``call_line``, computed three lines above ``mapped = func(dp)``, must stay its line.
 - **measured stretch**: where the map's ``_stream_here`` gives a size, up to that many
   datapoints are mapped in the same kind of loop (inline, like the serial rest: a generator
-  level more cost a 20 us map ~2%), the first call of ``map_func`` and one in
-  :data:`TIME_EVERY` after it timed, and the datapoints read, the map's time (extrapolated
-  from the timed calls), the end and, where ``_stretch_sample`` asks, the first result
-  handed to ``_stretch_measured`` (``num_proc="auto"`` deciding whether workers pay). Nothing
-  is held: a checkpoint within a stretch is the upstream's position, as in the serial rest.
-  Each result is yielded as it is made, as ``.map`` does: groups mapped into a list first
-  (what item RNGs and traces still use) made a pass of 2,000 small file reads 5-9% slower
-  than ``.map``, a stretch ~3%.
+  level more cost a 20 us map ~2%). A stretch of :data:`SAMPLED_FROM` datapoints or more
+  times one call of ``map_func`` in :data:`TIME_EVERY`, a shorter one (a map of ~0.3 ms or
+  more) every call; the timed positions shift by one each stretch, so an upstream whose
+  cost repeats every few datapoints is not always caught at the same point of its period.
+  The datapoints read, the map's time (extrapolated from the timed calls), the end and,
+  where ``_stretch_sample`` asks, the first result go to ``_stretch_measured``
+  (``num_proc="auto"`` deciding whether workers pay). Nothing is held: a checkpoint within
+  a stretch is the upstream's position, as in the serial rest. Each result is yielded as it
+  is made, as ``.map`` does: groups mapped into a list first (what item RNGs and traces
+  still use) made a pass of 2,000 small file reads 5-9% slower than ``.map``, a stretch ~3%.
 
 The map's class keeps thin methods (``_begin_pass``, ``_strict_pass``, ``_forever``,
 ``_endless_epoch``, ``_endless_run``) that call these.
@@ -53,12 +55,15 @@ __all__ = [
     "forever",
     "map_error",
     "strict_pass",
+    "SAMPLED_FROM",
     "TIME_EVERY",
 ]
 
 IN_CONSUMER = "map_func (in-process: num_proc='auto' found it faster than workers)"
-#: a measured stretch times the first call of ``map_func`` and one in this many after it
+#: a measured stretch of at least :data:`SAMPLED_FROM` datapoints times one call of
+#: ``map_func`` in this many; a shorter one (a map of ~0.3 ms or more) times every call
 TIME_EVERY = 8
+SAMPLED_FROM = 32
 
 
 def map_error(m: ParallelMapBase, exc: Exception, *call_lines: int) -> BaseException | None:
@@ -113,14 +118,17 @@ def strict_pass(m: ParallelMapBase, begun: tuple[int, Iterator[Any], int]) -> It
                     continue
                 stretch = m._stream_here(size) if size else 0
                 if stretch:  # map here as .map does, timing one call in TIME_EVERY
-                    func, clock, every = m.map_func, time.perf_counter, TIME_EVERY
+                    func, clock = m.map_func, time.perf_counter
                     want, sample = m._stretch_sample(), None
                     n, timed, busy = 0, 0, 0.0
+                    every = TIME_EVERY if stretch >= SAMPLED_FROM else 1  # 1: every call timed
+                    phase = (1 + m._stretch_count) % every
+                    m._stretch_count += 1
                     call_line = sys._getframe().f_lineno + 5  # the untimed call; the timed one 3 lines on
                     try:
                         for dp in islice(source, stretch):
                             n += 1
-                            if n % every != 1:
+                            if n % every != phase:
                                 mapped = func(dp)
                             else:
                                 t0 = clock()
@@ -140,7 +148,9 @@ def strict_pass(m: ParallelMapBase, begun: tuple[int, Iterator[Any], int]) -> It
                         more = False
                         continue
                     m._index += n  # per stretch: it keys item RNGs only, which never stream
-                    m._stretch_measured(n, busy * n / timed, clock(), sample)
+                    # a stretch cut short by the upstream's end may have no timed call
+                    busy = busy * n / timed if timed else n * (m._tuner.per_item or 0.0)
+                    m._stretch_measured(n, busy, clock(), sample)
                     continue
                 if size:  # map a group here and yield it straight (no task, no queue)
                     chunk = list(islice(source, size))

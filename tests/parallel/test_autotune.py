@@ -589,9 +589,10 @@ class _SpinCalls:
         return None if dp[0] % 3 == 2 else [dp[0]]
 
 
-def test_auto_measured_in_process_map_reads_nothing_ahead() -> None:
-    # While in-process (the probe lasts 0.25 s; a pass here takes ~10 ms), each datapoint is
-    # mapped when the consumer asks for it, timed, and not held in a group.
+def test_auto_measured_in_process_map_reads_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    # While in-process (here the probe never ends, however slow the machine), each datapoint
+    # is mapped when the consumer asks for it, and not held in a group.
+    monkeypatch.setattr(AutoWorkers, "probe_seconds", 1e9)
     calls, n = _SpinCalls(), 400
     with _num_auto(calls, n) as df:
         df.reset_state()
@@ -601,9 +602,56 @@ def test_auto_measured_in_process_map_reads_nothing_ahead() -> None:
                 assert calls.n - start == dp[0] + 1  # mapped exactly up to the one yielded
                 out.append(dp[0])
             assert out == [i for i in range(n) if i % 3 != 2]
-        assert df._measures >= 4  # measured stretches, not the unmeasured rest of a cheap map
+        # measured stretches (the first of one datapoint, then up to ~10 ms of map time), not
+        # the unmeasured rest of a cheap map
+        assert df._measures >= 3
         assert df._tuner.per_item is not None and df._tuner.per_item >= 20e-6
         assert df.worker_pids == []
+
+
+def test_measured_stretches_time_shifting_positions(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One call in 8 is timed in a long stretch; the timed positions shift by one each stretch,
+    # so an upstream whose cost repeats every few datapoints is sampled at every point of its
+    # period, not always at the same one (which would skew the map's measured cost).
+    import time
+    import types
+
+    from dataflow.parallel import _map_auto, _map_passes
+
+    events: list[int | None] = []  # None: the pass read the clock; i: it mapped datapoint i
+
+    def perf_counter() -> float:
+        events.append(None)
+        return time.perf_counter()
+
+    def mapped(dp: list[int]) -> list[int] | None:
+        events.append(dp[0])
+        return spin(dp)
+
+    spin = _SpinCalls()
+    monkeypatch.setattr(AutoWorkers, "probe_seconds", 1e9)  # in-process throughout
+    monkeypatch.setattr(_map_auto, "STRETCH_MAX", 64)  # a multiple of 8: fixed positions would repeat
+    monkeypatch.setattr(_map_auto, "TASK_SECONDS", 1e-9)  # no minimum from the group size
+    monkeypatch.setattr(_map_passes, "time", types.SimpleNamespace(perf_counter=perf_counter))
+    n = 64 * 8
+    with _num_auto(mapped, n) as df:
+        df.reset_state()
+        for _ in range(3):
+            assert len(list(df)) == len([i for i in range(n) if i % 3 != 2])
+    # a timed call is the only one with a clock read right before and right after it
+    triples = zip(events, events[1:], events[2:])
+    timed = [e for a, e, b in triples if a is None and e is not None and b is None]
+    assert len(timed) >= 3 * n // 8 - 8
+    passes: list[list[int]] = [[]]
+    for i in timed:
+        if passes[-1] and i < passes[-1][-1]:
+            passes.append([])  # the datapoint index starts again: a new pass
+        passes[-1].append(i)
+    assert len(passes) == 3
+    for timed_in_pass in passes:
+        # 8 stretches of 64 per pass: all 8 positions of the period (fixed positions: 1 or 2;
+        # a stretch shortened by a slow measure on a loaded machine shifts them, hence >= 5)
+        assert len({i % 8 for i in timed_in_pass}) >= 5
 
 
 def test_auto_measured_in_process_map_resumes_exactly() -> None:
