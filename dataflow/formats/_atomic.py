@@ -50,18 +50,26 @@ def atomic_write(
     written is flushed to the disk by its ``close()``, synchronously: ~0.5 s per GB here,
     for a guarantee that ``durable`` gives when it is wanted. With ``create=False`` the
     path does not exist yet, for a writer that can only create a file or truncate one
-    (``h5py``: create it exclusively, mode ``"x"``)."""
+    (``h5py``: create it exclusively, mode ``"x"``); it lies in a new private directory
+    next to ``path`` (removed afterwards), so cleaning up after a failure can only remove
+    what this save made."""
     check_target(stage, path, overwrite)
     directory, name = os.path.split(os.path.abspath(path))
-    tmp = _create_temp(directory, name) if create else _unused_name(directory, name)
+    private = None if create else _create_temp_dir(directory, name)
+    tmp = _create_temp(directory, name) if private is None else os.path.join(private, name)
     try:
-        yield tmp
-        if durable:
-            _fsync(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
+        try:
+            yield tmp
+            if durable:
+                _fsync(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            _remove(tmp)
+            raise
+    finally:
+        if private is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(private)
     if durable:
         _fsync_dir(directory)
 
@@ -70,13 +78,15 @@ def _temp_name(directory: str, name: str) -> str:
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
 
 
-def _unused_name(directory: str, name: str) -> str:
-    """A name ``.<name>.<random>.tmp`` that no file has now (48 random bits: a writer that
-    creates it exclusively fails, rather than overwrites, in the unlikely race)."""
+def _create_temp_dir(directory: str, name: str) -> str:
+    """A new empty directory ``.<name>.<random>.tmp`` (owner-only, like ``mkdtemp``)."""
     while True:
         tmp = _temp_name(directory, name)
-        if not os.path.lexists(tmp):
-            return tmp
+        try:
+            os.mkdir(tmp, 0o700)
+        except FileExistsError:
+            continue
+        return tmp
 
 
 def _create_temp(directory: str, name: str) -> str:

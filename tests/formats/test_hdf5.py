@@ -141,8 +141,8 @@ def test_flow_that_reuses_its_buffers(tmp_path: Path) -> None:
 
 def test_save_creates_its_file_without_truncating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # h5py's "w" opens with O_TRUNC, and on ext4 a truncated file is flushed to the disk when
-    # it is closed (~0.5 s per GB): the save creates a fresh temporary file exclusively ("x")
-    # instead, then renames it over the target.
+    # it is closed (~0.5 s per GB): the save creates a fresh temporary file exclusively ("x"),
+    # in a private directory beside the target, then renames it over the target.
     import os
 
     opened: list[tuple[str, str, bool]] = []
@@ -161,7 +161,10 @@ def test_save_creates_its_file_without_truncating(tmp_path: Path, monkeypatch: p
     assert len(opened) == 1
     tmp, mode, existed = opened[0]
     assert (mode, existed) == ("x", False)
-    assert os.path.dirname(tmp) == str(tmp_path) and not os.path.exists(tmp)  # renamed over d.h5
+    private = os.path.dirname(tmp)
+    assert os.path.dirname(private) == str(tmp_path)
+    assert not os.path.exists(private)  # the file was renamed over d.h5, its directory removed
+    assert sorted(os.listdir(tmp_path)) == ["d.h5"]
     monkeypatch.undo()
     df = HDF5Serializer.load(str(path), PATHS, shuffle=False)
     df.reset_state()

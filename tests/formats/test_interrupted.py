@@ -92,8 +92,9 @@ def test_durable_saves_flush_the_file_and_its_directory(
         assert synced == []
     else:
         assert str(tmp_path) in synced  # the rename is durable too
-        # each file is flushed under its temporary name ``.<name>.<12 hex>.tmp``, before the rename
-        names = [os.path.basename(p) for p in synced if p != str(tmp_path)]
+        # each file is flushed under its temporary name ``.<name>.<12 hex>.tmp`` (HDF5: in a
+        # private directory of that name), before the rename
+        names = [os.path.relpath(p, tmp_path).split(os.sep)[0] for p in synced if p != str(tmp_path)]
         files = {re.sub(r"\.[0-9a-f]{12}\.tmp$", "", name) for name in names}
         assert files == ({".out.data", ".out.data.index"} if fmt == "tfrecord" else {".out.data"})
     df: Any = LOADS[fmt](path)
