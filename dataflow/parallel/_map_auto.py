@@ -16,7 +16,7 @@ timing and sizing the results they send back.
 - **serial rest** (:func:`serial_rest`, :func:`serial_done`): a map too cheap for any worker
   count maps the rest of its pass in the passes' own ``.map``-like loop (see
   :mod:`._map_passes`), unmeasured; the next pass measures again.
-- **going parallel**: when the measurements say workers pay, :func:`measured_here` starts
+- **going parallel**: when the measurements say workers pay, :func:`stretch_measured` starts
   them (or uses them again), sizes an automatic buffer and hands them the tasks queued here.
 - **measured receives** (:func:`receive_measured`): each result's wait (for
   :class:`~._autoworkers.AutoWorkers`: one worker more or fewer, or back in-process) and
@@ -54,7 +54,6 @@ __all__ = [
     "map_here",
     "map_inline",
     "map_inline_task",
-    "measured_here",
     "receive_measured",
     "serial_done",
     "serial_rest",
@@ -143,15 +142,12 @@ def map_inline_task(
         kind, out = msg.DATA, apply_map(m.map_func, chunk, rng_key)
     except Exception as e:
         kind, out = msg.ERROR, msg.capture_error(e, IN_CONSUMER, same_process=True)
-    now = m._measured_at = time.perf_counter()
-    m._measures += 1
+    now = time.perf_counter()
     tr = _trace.current
     if tr is not None:
         tr.span(tr.stage_track(m), f"map in-process ({len(chunk)} datapoints)", t0, now)
-    m._tuner.observe(len(chunk), now - t0)  # in-process too, tasks group a cheap map
-    if kind == msg.DATA and out and stretch_sample(m):
-        size_result(m, out[0], now)
-    measured_here(m, auto, len(chunk), now - t0, now)
+    sample = out[:1] if kind == msg.DATA and out and stretch_sample(m) else None
+    stretch_measured(m, len(chunk), now - t0, now, sample)
     return None, kind, out
 
 
@@ -189,22 +185,19 @@ def size_result(m: MultiProcessMapDataZMQ, result: Any, now: float) -> None:
 def stretch_measured(
     m: MultiProcessMapDataZMQ, items: int, busy: float, now: float, sample: list[Any] | None
 ) -> None:
-    """A measured stretch is over: the same bookkeeping as a group mapped here."""
+    """A measured stretch or a group mapped here is over: ``items`` datapoints in ``busy`` s
+    of map time, ending at ``now``; ``sample``: its first result, where one is to be sized.
+    The map's time per datapoint is updated (tasks group a cheap map, in-process too), and
+    the workers may start (or be used again) for the next tasks, with an automatic buffer
+    sized from what was measured here, the tasks queued here going to them in order."""
     auto = m._auto
-    if auto is None:  # _stream_here() streams only with num_proc="auto"
-        raise RuntimeError(f"{type(m).__name__}: a measured stretch without num_proc='auto'")
+    if auto is None:  # only num_proc="auto" maps here
+        raise RuntimeError(f"{type(m).__name__}: mapping in the consumer without num_proc='auto'")
     m._measured_at = now
     m._measures += 1
     m._tuner.observe(items, busy)
     if sample:
         size_result(m, sample[0], now)
-    measured_here(m, auto, items, busy, now)
-
-
-def measured_here(m: MultiProcessMapDataZMQ, auto: AutoWorkers, items: int, busy: float, now: float) -> None:
-    """``items`` datapoints were mapped here in ``busy`` s: the workers may start (or be used
-    again) for the next tasks, with an automatic buffer sized from the tasks measured here,
-    and the tasks queued here go to them, in order."""
     if not auto.mapped_inline(items, busy, now):
         return
     m._active = auto.plan.workers
