@@ -18,6 +18,8 @@ import numpy as np
 
 from ..base import DataFlow, close_iterator
 from ..errors import WorkerError
+from ..ops._stack import StackComponent
+from ..ops.batch import BatchData
 from ._require import require
 from ._tf_groups import flat_signature, generator_dataset, grouped_dataset
 
@@ -96,7 +98,9 @@ def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
     flow gives in 20 ms) and are split again there: the elements, their order, dtypes and
     shapes are the same, but the flow is read up to a group ahead. An exception in the flow
     ends the iteration, after every datapoint read before it, with a ``tf.errors.OpError``
-    naming the original type and message.
+    naming the original type and message. When ``df`` is a :class:`~dataflow.BatchData`
+    (``.batch(n)``), its large components are stacked straight into the memory handed to
+    TensorFlow: the batch's bytes are written once.
 
     Each iteration sets glibc's malloc thresholds back to where its adaptive rule takes them
     (``from_generator``'s kernel fixes them at 128 KiB for the whole process, which makes
@@ -105,8 +109,12 @@ def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
     """
     signature = infer_signature(df) if output_signature is None else output_signature
 
-    def epoch() -> Iterator[Any]:
+    def epoch(stack: StackComponent | None = None) -> Iterator[Any]:
         _reset_once(df)
+        if stack is not None and isinstance(df, BatchData):
+            stacked = df._epoch_stacked_by(stack)
+            if stacked is not None:
+                return stacked
         return iter(df)
 
     if flat_signature(signature) is not None:

@@ -11,7 +11,10 @@ import numpy as np
 from ..errors import ComponentError
 from ._components import describe_kind
 
-__all__ = ["collate", "stack_component"]
+__all__ = ["StackComponent", "collate", "stack_component", "uniform_arrays"]
+
+#: batches one component: ``(stage, key, values) -> batched``
+StackComponent = Callable[[str, Any, Sequence[Any]], Any]
 
 _SEQUENCE_TYPES = {list, tuple}
 _NUMBER_TYPES = (bool, int, float, complex, np.generic)
@@ -48,6 +51,15 @@ def stack_component(stage: str, key: Any, values: Sequence[Any]) -> Any:
             return _big_ints(stage, key, values, arr)
         raise _type_error(stage, key, values)
     return list(values)
+
+
+def uniform_arrays(values: Sequence[Any], shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    """Every value is a numpy array (not a subclass) of ``shape`` and ``dtype``: stacking
+    them into memory of the caller's choosing gives what :func:`stack_component` gives."""
+    for v in values:
+        if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
+            return False
+    return True
 
 
 def _big_ints(stage: str, key: Any, values: Sequence[Any], arr: np.ndarray) -> np.ndarray:
@@ -93,7 +105,7 @@ def collate(
     stage: str,
     holder: list[Any],
     use_list: bool = False,
-    stack: Callable[[str, Any, Sequence[Any]], Any] = stack_component,
+    stack: StackComponent = stack_component,
 ) -> Any:
     """Batch a list of datapoints component by component.
 

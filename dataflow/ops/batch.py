@@ -10,7 +10,7 @@ component is batched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._checks import check_int
@@ -18,7 +18,7 @@ from .._state_fields import decode_items, encode_items, field
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import LengthUnknownError, StateError
 from ._components import get_component
-from ._stack import collate
+from ._stack import StackComponent, collate
 
 __all__ = ["BatchData", "BatchDataByShape"]
 
@@ -74,10 +74,23 @@ class BatchData(ProxyDataFlow):
     stateless = True  # between two yields the holder is empty: the position is the upstream's
 
     def __iter__(self) -> Iterator[Any]:
-        return self._track(self._batches(iter(self.ds)))
+        return self._track(self._batches(iter(self.ds), self._batch))
 
-    def _batches(self, itr: Iterator[Any]) -> Iterator[Any]:
-        bs, batch = self.batch_size, self._batch
+    def _epoch_stacked_by(self, stack: StackComponent) -> Iterator[Any] | None:
+        """One epoch exactly as ``iter(self)`` gives it, each component batched by ``stack``
+        (which gives :func:`~dataflow.ops._stack.stack_component`'s results, in memory of its
+        choosing: ``dataflow_to_dataset`` stacks batches straight into what it hands to
+        TensorFlow). ``None`` for a subclass that batches in its own way, or ``use_list``."""
+        cls = type(self)
+        own = (cls.__iter__, cls._batches, cls._batch)
+        if self.use_list or own != (BatchData.__iter__, BatchData._batches, BatchData._batch):
+            return None
+        self.__dict__.pop("_loaded_node", None)  # what starting any epoch does (see _class_hooks)
+        stage = cls.__name__
+        return self._track(self._batches(iter(self.ds), lambda holder: collate(stage, holder, False, stack)))
+
+    def _batches(self, itr: Iterator[Any], batch: Callable[[list[Any]], Any]) -> Iterator[Any]:
+        bs = self.batch_size
         holder: list[Any] = []
         append = holder.append
         for dp in itr:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ops._stack import collate, stack_component
+from ..ops._stack import collate, stack_component, uniform_arrays
 from . import _messages as msg
 from ._messages import OOB_MIN_BYTES
 from ._shm import RingWriter
@@ -53,7 +53,7 @@ def ring_stacker(ring: RingWriter) -> Callable[[str, Any, Sequence[Any]], Any]:
         first = values[0]
         if type(first) is np.ndarray and first.ndim and not first.dtype.hasobject:
             nbytes = first.nbytes * len(values)
-            if nbytes >= OOB_MIN_BYTES and _uniform(values, first.shape, first.dtype):
+            if nbytes >= OOB_MIN_BYTES and uniform_arrays(values, first.shape, first.dtype):
                 space = ring.reserve(nbytes)
                 if space is not None:
                     out = space.view(first.dtype).reshape((len(values), *first.shape))
@@ -63,9 +63,3 @@ def ring_stacker(ring: RingWriter) -> Callable[[str, Any, Sequence[Any]], Any]:
 
     return stack
 
-
-def _uniform(values: Sequence[Any], shape: tuple[int, ...], dtype: np.dtype) -> bool:
-    for v in values:
-        if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
-            return False
-    return True

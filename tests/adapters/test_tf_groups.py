@@ -17,9 +17,12 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from dataflow.adapters import _tf_groups  # noqa: E402
+from dataflow.adapters import _tf_fill, _tf_groups  # noqa: E402
 from dataflow.adapters.tf import dataflow_to_dataset, infer_signature  # noqa: E402
 from dataflow.base import DataFlow  # noqa: E402
+from dataflow.ops.batch import BatchData  # noqa: E402
+from dataflow.ops.padded_batch import PaddedBatchData  # noqa: E402
+from dataflow.sources import DataFromList  # noqa: E402
 from tests.helpers import ListFlow  # noqa: E402
 
 from ._util import FailingFlow  # noqa: E402
@@ -186,17 +189,110 @@ def test_signatures_that_are_not_flat_tensor_specs_are_handed_over_one_by_one() 
 def test_group_buffers_are_aligned_and_reused_only_once_nothing_refers_to_them() -> None:
     """TensorFlow may share a group's aligned buffer instead of copying it: a buffer must not
     be refilled while any array (TensorFlow's or the consumer's) still views it."""
-    st = _tf_groups._Stacker(0, tf.TensorSpec((5, 7), tf.float32))
-    held = st.stack([np.full((5, 7), 1.0)] * 3)
+    col = _tf_fill.GroupColumn(0, tf.TensorSpec((5, 7), tf.float32))
+
+    def group(value: float, rows: int = 3) -> np.ndarray:
+        col.open((5, 7), rows)
+        for r in range(rows):
+            col.put(r, np.full((5, 7), value))  # float64, cast to the signature's float32
+        return col.take(rows)
+
+    held = group(1.0)
     assert held.ctypes.data % 64 == 0 and held.dtype == np.float32 and held.shape == (3, 5, 7)
     for i in range(2, 12):
-        out = st.stack([np.full((5, 7), float(i))] * 3)
+        out = group(float(i))
         assert out.ctypes.data % 64 == 0 and out.ctypes.data != held.ctypes.data
         assert float(out[-1, -1, -1]) == i
         reused = out.ctypes.data
         del out
-    assert len(st._pool._pool) == 2  # the held one, and one reused over and over
-    assert st.stack([np.zeros((5, 7))]).ctypes.data == reused
+    col.open((5, 7), 1)  # the open group's buffer is in use too, until the next one opens
+    assert len(col._pool._pool) == 3  # the held one, the open one, one reused over and over
+    assert group(0.0, 1).ctypes.data in {reused, col.rows.ctypes.data}
     np.testing.assert_array_equal(held, 1.0)  # never overwritten
     del held
-    assert len(st._pool._pool) <= _tf_groups._POOL
+    assert len(col._pool._pool) <= _tf_fill._POOL
+
+
+def _images(n: int, shape: tuple[int, ...] = (16, 32, 32), dtype: Any = np.float32) -> list[list[Any]]:
+    rng = np.random.default_rng(n)
+    return [[rng.random(shape).astype(dtype), np.int64(i)] for i in range(n)]
+
+
+def _copies(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record, for every numeric value put into a group, whether it had to be copied."""
+    record: list[bool] = []
+    put = _tf_fill.GroupColumn.put
+
+    def spy(self: Any, row: int, value: Any) -> None:
+        if not self.string:
+            record.append(value is not self.placed)
+        put(self, row, value)
+
+    monkeypatch.setattr(_tf_fill.GroupColumn, "put", spy)
+    return record
+
+
+def test_a_batch_flows_batches_are_stacked_straight_into_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a plain BatchData last, each batch's large component is written once, into the
+    group handed to TensorFlow; only the epoch's first batch (read before a group is open) is
+    copied. The elements are those of iterating the flow."""
+    copies = _copies(monkeypatch)
+    df = BatchData(DataFromList(_images(8 * (2 * G + 3)), shuffle=False), 8)  # 2 groups and 3
+    ds = dataflow_to_dataset(df)
+    df.reset_state()
+    want = list(df)
+    for _ in range(2):
+        copies.clear()
+        got = list(ds)
+        assert len(got) == len(want) == 2 * G + 3
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g[0].numpy(), w[0])
+            np.testing.assert_array_equal(g[1].numpy(), w[1])
+        images = copies[0::2]  # the labels (64 bytes a batch) are always copied
+        assert images.count(True) == 1 and len(images) == len(want)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda items: BatchData(DataFromList(items, shuffle=False), 8, use_list=True),
+        lambda items: PaddedBatchData(DataFromList(items, shuffle=False), 8),
+        lambda items: BatchData(DataFromList(items, shuffle=False), 8).map(lambda b: b),
+    ],
+    ids=["use_list", "a subclass", "not last"],
+)
+def test_other_batching_is_copied_as_any_datapoint(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    copies = _copies(monkeypatch)
+    df = make(_images(8 * 5, shape=(64, 64)))
+    df.reset_state()
+    want = list(df)
+    got = list(dataflow_to_dataset(df))
+    assert len(got) == len(want) == 5
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g[0].numpy(), np.asarray(w[0], np.float32))
+    assert copies and all(copies)
+
+
+def test_stacking_into_the_group_casts_changes_shape_and_resumes_like_the_flow() -> None:
+    """A batch the group cannot take as it is (other dtype, the smaller last batch) is
+    stacked and copied as any datapoint; a BatchData loaded with a state resumes there."""
+    items = _images(8 * 4 + 3, dtype=np.float64)
+    sig = (tf.TensorSpec((None, 16, 32, 32), tf.float32), tf.TensorSpec((None,), tf.int64))
+    df = BatchData(DataFromList(items, shuffle=False), 8, remainder=True)
+    df.reset_state()
+    want = list(df)
+    got = list(dataflow_to_dataset(df, sig))
+    assert [len(g[1]) for g in got] == [8, 8, 8, 8, 3]
+    for g, w in zip(got, want):
+        assert g[0].dtype == tf.float32
+        np.testing.assert_array_equal(g[0].numpy(), w[0].astype(np.float32))
+    it = iter(df)
+    for _ in range(2):
+        next(it)
+    state = df.state_dict()
+    it.close()
+    resumed = BatchData(DataFromList(items, shuffle=False), 8, remainder=True)
+    resumed.load_state_dict(state)
+    got = list(dataflow_to_dataset(resumed, sig))
+    assert [int(g[1][0]) for g in got] == [16, 24, 32]
+    assert [int(g[1][0]) for g in dataflow_to_dataset(resumed, sig)] == [0, 8, 16, 24, 32]
