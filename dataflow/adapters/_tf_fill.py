@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..ops._components import describe_kind
-from ..ops._stack import stack_component, uniform_arrays
+from ..ops._stack import stack_component, stack_into, stackable
 from ._aligned import AlignedPool
 from ._require import require
 
@@ -158,21 +158,12 @@ class GroupFiller:
         that fits the open group (shape and dtype) is stacked straight into its row; anything
         else goes through :func:`~dataflow.ops._stack.stack_component`. Same results either way."""
         col = self._column(key)
-        first = values[0]
-        if col is not None and type(first) is np.ndarray and first.ndim:
-            rows = col.rows
-            if (
-                self._row < len(rows)
-                and first.dtype == col.dtype
-                and rows.shape[1] == len(values)
-                and rows.shape[2:] == first.shape
-                and first.nbytes * len(values) >= PLACE_MIN_BYTES
-                and uniform_arrays(values, first.shape, first.dtype)
-            ):
-                out = rows[self._row]
-                np.concatenate(values, axis=0, out=out.reshape((-1, *first.shape[1:])))
-                col.placed = out
-                return out
+        first = stackable(values, PLACE_MIN_BYTES) if col is not None else None
+        if col is not None and first is not None:
+            rows, fits = col.rows, (len(values), *first.shape)
+            if self._row < len(rows) and rows.shape[1:] == fits and first.dtype == col.dtype:
+                col.placed = stack_into(values, rows[self._row])
+                return col.placed
         return stack_component(stage, key, values)
 
     def _column(self, key: Any) -> GroupColumn | None:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..base import close_iterator
+from ..ops.batch import BatchData
 from ._jax_place import Placer, is_array_leaf
 from ._require import require
 
@@ -36,6 +37,11 @@ def prefetch_to_device(iterable: Iterable[Any], size: int = 2, sharding: Any = N
     is raised in the consumer, as itself, after every batch before it. Leaving the loop
     early (``break``, an exception, closing the iterator) stops and joins the thread and
     closes ``iterable``'s iterator.
+
+    On the CPU backend XLA uses a 64-byte aligned numpy array as it is and copies any other;
+    large arrays are therefore copied into pooled aligned memory before the transfer, and when
+    ``iterable`` is a plain :class:`~dataflow.BatchData` (``df.batch(n)``) its batches are
+    stacked straight into that memory instead (no copy).
     """
     if not isinstance(size, int) or isinstance(size, bool) or size < 1:
         raise ValueError(f"prefetch_to_device: size must be an int >= 1, got {size!r}")
@@ -44,7 +50,7 @@ def prefetch_to_device(iterable: Iterable[Any], size: int = 2, sharding: Any = N
 
 def _prefetch(iterable: Iterable[Any], size: int, sharding: Any) -> Iterator[Any]:
     place = Placer(sharding)  # resolved here, in the consumer's thread
-    source = iter(iterable)  # an epoch of a DataFlow begins in the consumer's thread
+    source = _epoch(iterable, place)  # an epoch of a DataFlow begins in the consumer's thread
     done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()  # (kind, batch or exception)
     room: queue.SimpleQueue[bool] = queue.SimpleQueue()  # one True per batch it may read ahead
     for _ in range(size):
@@ -68,6 +74,16 @@ def _prefetch(iterable: Iterable[Any], size: int, sharding: Any) -> Iterator[Any
         stop.set()
         room.put(False)  # wakes the thread if it waits for room
         thread.join(_JOIN_S)  # a thread stuck in the source's next() is left as a daemon
+
+
+def _epoch(iterable: Iterable[Any], place: Placer) -> Iterator[Any]:
+    """``iter(iterable)``; a plain ``BatchData`` stacks its batches straight into memory the
+    placer aligned (no copy before the transfer)."""
+    if isinstance(iterable, BatchData) and place.aligns:
+        stacked = iterable._epoch_stacked_by(place.stack)
+        if stacked is not None:
+            return stacked
+    return iter(iterable)
 
 
 def _feed(

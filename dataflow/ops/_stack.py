@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ComponentError
 from ._components import describe_kind
 
-__all__ = ["StackComponent", "collate", "stack_component", "uniform_arrays"]
+__all__ = ["StackComponent", "collate", "stack_component", "stack_into", "stackable"]
 
 #: batches one component: ``(stage, key, values) -> batched``
 StackComponent = Callable[[str, Any, Sequence[Any]], Any]
@@ -53,13 +53,28 @@ def stack_component(stage: str, key: Any, values: Sequence[Any]) -> Any:
     return list(values)
 
 
-def uniform_arrays(values: Sequence[Any], shape: tuple[int, ...], dtype: np.dtype) -> bool:
-    """Every value is a numpy array (not a subclass) of ``shape`` and ``dtype``: stacking
-    them into memory of the caller's choosing gives what :func:`stack_component` gives."""
+def stackable(values: Sequence[Any], min_bytes: int) -> np.ndarray | None:
+    """The first of ``values`` if they can be stacked into memory of the caller's choosing
+    (:func:`stack_into`) with what :func:`stack_component` would give: numpy arrays (not
+    subclasses) of one shape (at least 1-D) and one dtype (no objects), ``min_bytes`` or more
+    in all; else ``None``."""
+    first = values[0]
+    if type(first) is not np.ndarray or not first.ndim or first.dtype.hasobject:
+        return None
+    if first.nbytes * len(values) < min_bytes:
+        return None
+    shape, dtype = first.shape, first.dtype
     for v in values:
         if type(v) is not np.ndarray or v.shape != shape or v.dtype != dtype:
-            return False
-    return True
+            return None
+    return first
+
+
+def stack_into(values: Sequence[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """Stack ``values`` (:func:`stackable`) into ``out``, C-contiguous, of shape
+    ``(len(values), *shape)`` and their dtype; returns ``out``."""
+    np.concatenate(values, axis=0, out=out.reshape((-1, *values[0].shape[1:])))
+    return out
 
 
 def _big_ints(stage: str, key: Any, values: Sequence[Any], arr: np.ndarray) -> np.ndarray:

@@ -18,9 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from ..ops._stack import collate, stack_component, uniform_arrays
+from ..ops._stack import collate, stack_component, stack_into, stackable
 from . import _messages as msg
 from ._messages import OOB_MIN_BYTES
 from ._shm import RingWriter
@@ -50,15 +48,11 @@ def ring_stacker(ring: RingWriter) -> Callable[[str, Any, Sequence[Any]], Any]:
     :meth:`RingWriter.release_reserved` (also when collating or sending failed)."""
 
     def stack(stage: str, key: Any, values: Sequence[Any]) -> Any:
-        first = values[0]
-        if type(first) is np.ndarray and first.ndim and not first.dtype.hasobject:
-            nbytes = first.nbytes * len(values)
-            if nbytes >= OOB_MIN_BYTES and uniform_arrays(values, first.shape, first.dtype):
-                space = ring.reserve(nbytes)
-                if space is not None:
-                    out = space.view(first.dtype).reshape((len(values), *first.shape))
-                    np.concatenate(values, axis=0, out=out.reshape((-1, *first.shape[1:])))
-                    return out
+        first = stackable(values, OOB_MIN_BYTES)
+        if first is not None:
+            space = ring.reserve(first.nbytes * len(values))
+            if space is not None:
+                return stack_into(values, space.view(first.dtype).reshape((len(values), *first.shape)))
         return stack_component(stage, key, values)
 
     return stack
