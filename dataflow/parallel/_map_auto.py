@@ -154,8 +154,8 @@ def map_inline_task(
 def stream_here(m: MultiProcessMapDataZMQ, size: int) -> int:
     """Where :func:`in_consumer` gave ``size``: a measured stretch (see
     :mod:`._map_passes`) of about :data:`STRETCH_SECONDS` of map time, at
-    most :data:`STRETCH_MAX` datapoints, at least ``size``. A strict pass streams unless
-    items get their own RNG (mapped in keyed groups) or a trace is recorded (a span per
+    most :data:`STRETCH_MAX` datapoints, at least ``size``. A pass (or a non-strict epoch)
+    streams unless items get their own RNG (mapped in keyed groups) or a trace is recorded (a span per
     group)."""
     if m.item_rng or _trace.current is not None:
         return 0

@@ -28,6 +28,9 @@ ledger, :mod:`._map_state`).
   a stretch is the upstream's position, as in the serial rest. Each result is yielded as it
   is made, as ``.map`` does: groups mapped into a list first (what item RNGs and traces
   still use) made a pass of 2,000 small file reads 5-9% slower than ``.map``, a stretch ~3%.
+  A non-strict epoch maps in the same stretches (its own copy of the loop, for the same
+  reason: each result counts toward ``len(ds)`` and the epoch stops at it);
+  :func:`stretch_plan` and :func:`stretch_done` hold what the two loops share.
 
 The map's class keeps thin methods (``_begin_pass``, ``_strict_pass``, ``_forever``,
 ``_endless_epoch``, ``_endless_run``) that call these.
@@ -77,6 +80,24 @@ def map_error(m: ParallelMapBase, exc: Exception, *call_lines: int) -> BaseExcep
     return msg.error_for(type(m).__name__, msg.capture_error(exc, IN_CONSUMER, same_process=True))
 
 
+def stretch_plan(m: ParallelMapBase, stretch: int) -> tuple[int, int, bool]:
+    """``(every, phase, sample)`` for the next measured stretch of ``stretch`` datapoints:
+    the call ``n`` (from 1) is timed where ``n % every == phase``; ``sample``: size its first
+    result."""
+    every = TIME_EVERY if stretch >= SAMPLED_FROM else 1  # 1: every call timed
+    phase = (1 + m._stretch_count) % every
+    m._stretch_count += 1
+    return every, phase, m._stretch_sample()
+
+
+def stretch_done(m: ParallelMapBase, n: int, timed: int, busy: float, sample: list[Any] | None) -> None:
+    """A measured stretch mapped ``n`` datapoints, ``timed`` of them in ``busy`` s."""
+    m._index += n  # per stretch: it keys item RNGs only, which never stream
+    # a stretch cut short (the upstream's end, the epoch's) may have no timed call
+    busy = busy * n / timed if timed else n * (m._tuner.per_item or 0.0)
+    m._stretch_measured(n, busy, time.perf_counter(), sample)
+
+
 def begin_pass(m: ParallelMapBase, resume: Any) -> tuple[int, Iterator[Any], int]:
     """Start a strict pass (eagerly, in ``__iter__``): ``(epoch, source, resubmitted)``."""
     m._clear_epoch_state()
@@ -119,11 +140,8 @@ def strict_pass(m: ParallelMapBase, begun: tuple[int, Iterator[Any], int]) -> It
                 stretch = m._stream_here(size) if size else 0
                 if stretch:  # map here as .map does, timing one call in TIME_EVERY
                     func, clock = m.map_func, time.perf_counter
-                    want, sample = m._stretch_sample(), None
-                    n, timed, busy = 0, 0, 0.0
-                    every = TIME_EVERY if stretch >= SAMPLED_FROM else 1  # 1: every call timed
-                    phase = (1 + m._stretch_count) % every
-                    m._stretch_count += 1
+                    every, phase, want = stretch_plan(m, stretch)
+                    n, timed, busy, sample = 0, 0, 0.0, None
                     call_line = sys._getframe().f_lineno + 5  # the untimed call; the timed one 3 lines on
                     try:
                         for dp in islice(source, stretch):
@@ -147,10 +165,7 @@ def strict_pass(m: ParallelMapBase, begun: tuple[int, Iterator[Any], int]) -> It
                     if not n:
                         more = False
                         continue
-                    m._index += n  # per stretch: it keys item RNGs only, which never stream
-                    # a stretch cut short by the upstream's end may have no timed call
-                    busy = busy * n / timed if timed else n * (m._tuner.per_item or 0.0)
-                    m._stretch_measured(n, busy, clock(), sample)
+                    stretch_done(m, n, timed, busy, sample)
                     continue
                 if size:  # map a group here and yield it straight (no task, no queue)
                     chunk = list(islice(source, size))
@@ -247,6 +262,37 @@ def endless_run(m: ParallelMapBase) -> Iterator[Any]:
                             raise
                         raise err  # noqa: B904 - the user's own exception (with a note)
                     m._serial_done()
+                    continue
+                here = m._in_consumer() if not serial and not m._inflight else 0
+                stretch = m._stream_here(here) if here else 0
+                if stretch:  # as in a strict pass; each result counts toward the epoch
+                    func, clock = m.map_func, time.perf_counter
+                    every, phase, want = stretch_plan(m, stretch)
+                    n, timed, busy, sample = 0, 0, 0.0, None
+                    call_line = sys._getframe().f_lineno + 5  # the untimed call; the timed one 3 lines on
+                    try:
+                        for dp in islice(endless, stretch):
+                            n += 1
+                            if n % every != phase:
+                                mapped = func(dp)
+                            else:
+                                t0 = clock()
+                                mapped = func(dp)
+                                busy += clock() - t0
+                                timed += 1
+                            if mapped is not None:
+                                if want:
+                                    sample, want = [mapped], False
+                                m._produced += 1
+                                yield mapped
+                                if size is not None and m._produced >= size:
+                                    break
+                    except Exception as e:
+                        err = map_error(m, e, call_line, call_line + 3)
+                        if err is None:
+                            raise
+                        raise err  # noqa: B904 - the user's own exception (with a note)
+                    stretch_done(m, n, timed, busy, sample)
                     continue
                 if not serial:
                     fill(m, endless, 0)

@@ -793,3 +793,59 @@ def test_auto_cheap_non_strict_map_resumes_exactly() -> None:
         return D.MultiProcessMapData(src, "auto", drop_odd, ordered=True, timeout=60)
 
     check_resume(build, epochs=3, max_cuts=12)
+
+
+# -- num_proc="auto", strict=False (the classes' default): measured stretches too ----------
+
+
+def _non_strict_auto(func: Any, upstream: D.DataFlow) -> D.DataFlow:
+    return D.MultiProcessMapData(upstream, "auto", func, ordered=True, timeout=60)
+
+
+def test_auto_non_strict_measured_map_reads_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A non-strict epoch is len(ds) results of the upstream repeated forever; in-process, each
+    # is mapped when the consumer asks for it, over epochs that wrap around the upstream.
+    monkeypatch.setattr(AutoWorkers, "probe_seconds", 1e9)
+    calls, n = _SpinCalls(), 400
+    kept = [i for i in range(n) if i % 3 != 2]
+    with _non_strict_auto(calls, D.DataFromList([[i] for i in range(n)], shuffle=False)) as df:
+        df.reset_state()
+        got: list[int] = []
+        for _ in range(3):
+            for dp in df:
+                got.append(dp[0])
+                laps = (len(got) - 1) // len(kept)  # whole upstream passes before this one
+                assert calls.n == laps * n + dp[0] + 1  # mapped exactly up to the one yielded
+            assert len(got) % n == 0  # len(ds) results per epoch
+        assert got == [kept[i % len(kept)] for i in range(len(got))]
+        assert df._measures >= 3 and df.worker_pids == []
+
+
+def test_auto_non_strict_measured_map_resumes_exactly() -> None:
+    check_resume(
+        lambda: _non_strict_auto(_SpinCalls(), D.DataFromList([[i] for i in range(300)], shuffle=False)),
+        epochs=3,
+        max_cuts=12,
+    )
+
+
+@pytest.mark.parametrize("bad", [1, 7, 9])
+def test_auto_non_strict_in_process_error_is_the_users_own(bad: int) -> None:
+    import functools
+
+    upstream = D.DataFromList([[i] for i in range(20)], shuffle=False)
+    with _non_strict_auto(functools.partial(fails_at, bad), upstream) as df:
+        df.reset_state()
+        with pytest.raises(KeyError, match=f"bad {bad}") as info:
+            list(df)
+    assert any("map_func (in-process" in note for note in getattr(info.value, "__notes__", []))
+
+
+def test_auto_non_strict_upstream_error_is_not_blamed_on_the_map() -> None:
+    with _non_strict_auto(_SpinCalls(), _FailsAt(300, 200)) as df:
+        df.reset_state()
+        # len(ds) results: 450 inputs, into the upstream's second epoch (which breaks at 200)
+        assert len(list(df)) == 300
+        with pytest.raises(LookupError, match="upstream broke at 200") as err:
+            list(df)
+        assert not getattr(err.value, "__notes__", [])
