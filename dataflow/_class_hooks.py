@@ -10,7 +10,14 @@ from typing import Any
 
 from ._deprecation import warn_once
 
-__all__ = ["adopt_legacy_protocol", "forget_loaded_state_on_iter"]
+__all__ = ["adopt_legacy_protocol", "forget_loaded_state", "forget_loaded_state_on_iter"]
+
+
+def forget_loaded_state(flow: Any) -> None:
+    """What starting an epoch does first: drop the state ``flow`` was loaded with."""
+    d = getattr(flow, "__dict__", None)
+    if d is not None:
+        d.pop("_loaded_node", None)
 
 
 def forget_loaded_state_on_iter(cls: type) -> None:
@@ -23,9 +30,7 @@ def forget_loaded_state_on_iter(cls: type) -> None:
 
     @functools.wraps(it)
     def __iter__(self: Any) -> Any:
-        d = getattr(self, "__dict__", None)
-        if d is not None:
-            d.pop("_loaded_node", None)
+        forget_loaded_state(self)
         return it(self)
 
     __iter__._forgets_loaded_state = True  # type: ignore[attr-defined]

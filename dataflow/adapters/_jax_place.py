@@ -88,11 +88,12 @@ class Placer:
 
     def stack(self, stage: str, key: Any, values: Sequence[Any]) -> Any:
         """A ``stack`` for :func:`~dataflow.ops._stack.collate` (what ``BatchData`` batches
-        with): a large numeric component is stacked straight into aligned memory that XLA
-        then uses as it is, instead of being stacked and then copied there. Same results as
+        with): a large numeric component (one :func:`is_array_leaf` places) is stacked
+        straight into aligned memory that XLA then uses as it is, instead of being stacked
+        and then copied there. Same results as
         :func:`~dataflow.ops._stack.stack_component`. Call it in the thread that places."""
         first = stackable(values, _ALIGN_MIN_BYTES)
-        if first is None or not first.dtype.isnative:
+        if first is None or not first.dtype.isnative or first.dtype.kind not in "iufcb":
             return stack_component(stage, key, values)
         return stack_into(values, self._buffers.empty((len(values), *first.shape), first.dtype))
 

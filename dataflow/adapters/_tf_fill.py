@@ -39,7 +39,7 @@ GROUP_MAX = 16  #: datapoints per crossing into tf.data, at most
 GROUP_BYTES = 16 * 2**20  #: a group stops growing once it holds this many bytes
 GROUP_WINDOW_S = 0.02  #: ... or once reading it took this long (a slow flow crosses alone)
 PLACE_MIN_BYTES = 64 * 1024  #: smaller batched components are stacked, then copied
-_POOL = 4  # group buffers kept per component
+_POOL = 6  # group buffers kept per component (tf.data may hold a few, one is open ahead)
 STAGE = "dataflow_to_dataset"
 _NO_ROWS = np.empty((0, 0))  # no group open yet
 
@@ -86,7 +86,7 @@ class GroupColumn:
     def take(self, count: int) -> np.ndarray:
         """The group's first ``count`` values as one array (a view of the buffer)."""
         if self.string:
-            return np.asarray(self.strings, dtype=object)
+            return np.asarray(self.strings[:count], dtype=object)  # not a row that then failed
         rows = self.rows
         return rows if count == len(rows) else rows[:count]
 
@@ -144,7 +144,7 @@ class GroupFiller:
                 error = e
             if count:
                 group = [col.take(count) for col in self.columns]
-                if not ended and error is None:
+                if not ended and error is None and pending is None:
                     self._reopen()  # the next batch can be stacked straight into row 0
                 yield group
                 del group

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..base import close_iterator
-from ..ops.batch import BatchData
+from ..ops.batch import epoch_stacked_by
 from ._jax_place import Placer, is_array_leaf
 from ._require import require
 
@@ -79,11 +79,7 @@ def _prefetch(iterable: Iterable[Any], size: int, sharding: Any) -> Iterator[Any
 def _epoch(iterable: Iterable[Any], place: Placer) -> Iterator[Any]:
     """``iter(iterable)``; a plain ``BatchData`` stacks its batches straight into memory the
     placer aligned (no copy before the transfer)."""
-    if isinstance(iterable, BatchData) and place.aligns:
-        stacked = iterable._epoch_stacked_by(place.stack)
-        if stacked is not None:
-            return stacked
-    return iter(iterable)
+    return epoch_stacked_by(iterable, place.stack) if place.aligns else iter(iterable)
 
 
 def _feed(

@@ -19,7 +19,7 @@ import numpy as np
 from ..base import DataFlow, close_iterator
 from ..errors import WorkerError
 from ..ops._stack import StackComponent
-from ..ops.batch import BatchData
+from ..ops.batch import epoch_stacked_by
 from ._require import require
 from ._tf_groups import flat_signature, generator_dataset, grouped_dataset
 
@@ -111,11 +111,7 @@ def dataflow_to_dataset(df: DataFlow[Any], output_signature: Any = None) -> Any:
 
     def epoch(stack: StackComponent | None = None) -> Iterator[Any]:
         _reset_once(df)
-        if stack is not None and isinstance(df, BatchData):
-            stacked = df._epoch_stacked_by(stack)
-            if stacked is not None:
-                return stacked
-        return iter(df)
+        return iter(df) if stack is None else epoch_stacked_by(df, stack)
 
     if flat_signature(signature) is not None:
         return grouped_dataset(epoch, signature)

@@ -14,13 +14,25 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._checks import check_int
+from .._class_hooks import forget_loaded_state
 from .._state_fields import decode_items, encode_items, field
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import LengthUnknownError, StateError
 from ._components import get_component
 from ._stack import StackComponent, collate
 
-__all__ = ["BatchData", "BatchDataByShape"]
+__all__ = ["BatchData", "BatchDataByShape", "epoch_stacked_by"]
+
+
+def epoch_stacked_by(flow: Any, stack: StackComponent) -> Iterator[Any]:
+    """An epoch of ``flow``: ``iter(flow)``, except that a plain :class:`BatchData` batches
+    each component with ``stack`` (see :meth:`BatchData._epoch_stacked_by`). How the
+    framework adapters have batches stacked straight into the memory they hand over."""
+    if isinstance(flow, BatchData):
+        stacked = flow._epoch_stacked_by(stack)
+        if stacked is not None:
+            return stacked
+    return iter(flow)
 
 
 class BatchData(ProxyDataFlow):
@@ -85,7 +97,7 @@ class BatchData(ProxyDataFlow):
         own = (cls.__iter__, cls._batches, cls._batch)
         if self.use_list or own != (BatchData.__iter__, BatchData._batches, BatchData._batch):
             return None
-        self.__dict__.pop("_loaded_node", None)  # what starting any epoch does (see _class_hooks)
+        forget_loaded_state(self)  # what starting any epoch does
         stage = cls.__name__
         return self._track(self._batches(iter(self.ds), lambda holder: collate(stage, holder, False, stack)))
 

@@ -129,8 +129,9 @@ class ParallelMapBase(ProxyDataFlow):
         return len(self._ready) + length_hint(self._here)
 
     def _in_consumer(self) -> int:
-        """How many datapoints to map right here, in the consumer, without tasks (a strict
-        pass with nothing in flight asks before each group); 0: none, use the workers.
+        """How many datapoints to map right here, in the consumer, without tasks (a pass,
+        or a non-strict epoch, with nothing in flight asks before each group or measured
+        stretch); 0: none, use the workers.
         See :meth:`_map_here`."""
         return 0
 

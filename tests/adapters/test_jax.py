@@ -221,6 +221,16 @@ def test_a_batch_flow_is_stacked_straight_into_aligned_memory(monkeypatch: Any) 
         np.testing.assert_array_equal(np.asarray(images), want[i][0])
 
 
+def test_only_what_is_placed_is_stacked_into_aligned_memory() -> None:
+    place = _jax_place.Placer(None)
+    texts = [np.full(64 * 1024, "abc") for _ in range(4)]  # large, but strings: never placed
+    out = place.stack("BatchData", 0, texts)
+    assert out.shape == (4, 64 * 1024) and out[3, -1] == "abc" and place._buffers._pool == []
+    numbers = [np.full(64 * 1024, i, np.float32) for i in range(4)]
+    out = place.stack("BatchData", 1, numbers)
+    assert out.ctypes.data % 64 == 0 and float(out[3, -1]) == 3.0 and len(place._buffers._pool) == 1
+
+
 def test_without_jax_internals_or_when_they_differ_jax_device_put_is_used(monkeypatch: Any) -> None:
     """The direct transfer is an optimisation over jax's internals: where they are missing,
     raise, or give something else than jax.device_put, the results are still exact."""

@@ -841,7 +841,8 @@ def test_auto_non_strict_in_process_error_is_the_users_own(bad: int) -> None:
     assert any("map_func (in-process" in note for note in getattr(info.value, "__notes__", []))
 
 
-def test_auto_non_strict_upstream_error_is_not_blamed_on_the_map() -> None:
+def test_auto_non_strict_upstream_error_is_not_blamed_on_the_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(AutoWorkers, "probe_seconds", 1e9)  # in-process throughout: no read-ahead
     with _non_strict_auto(_SpinCalls(), _FailsAt(300, 200)) as df:
         df.reset_state()
         # len(ds) results: 450 inputs, into the upstream's second epoch (which breaks at 200)
