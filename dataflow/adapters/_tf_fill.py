@@ -158,13 +158,13 @@ class GroupFiller:
         that fits the open group (shape and dtype) is stacked straight into its row; anything
         else goes through :func:`~dataflow.ops._stack.stack_component`. Same results either way."""
         col = self._column(key)
-        first = stackable(values, PLACE_MIN_BYTES) if col is not None else None
-        if col is not None and first is not None:
-            rows, fits = col.rows, (len(values), *first.shape)
-            if self._row < len(rows) and rows.shape[1:] == fits and first.dtype == col.dtype:
-                col.placed = stack_into(values, rows[self._row])
-                return col.placed
-        return stack_component(stage, key, values)
+        first = None if col is None else stackable(values, PLACE_MIN_BYTES)
+        if first is None or col is None or self._row >= len(col.rows):
+            return stack_component(stage, key, values)
+        if col.rows.shape[1:] != (len(values), *first.shape) or first.dtype != col.dtype:
+            return stack_component(stage, key, values)
+        col.placed = stack_into(values, col.rows[self._row])
+        return col.placed
 
     def _column(self, key: Any) -> GroupColumn | None:
         if self._index is not None:
