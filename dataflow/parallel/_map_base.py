@@ -216,7 +216,7 @@ class ParallelMapBase(ProxyDataFlow):
                 f"{type(self).__name__} was iterated before reset_state() (or after close()); "
                 f"call reset_state() once in the process that iterates"
             )
-        if self._guard._lock.locked():  # before any bookkeeping of a second iterator
+        if self._guard.busy():  # before any bookkeeping of a second iterator
             raise DataFlowReentrantError(
                 f"{type(self).__name__} is not reentrant: it is already being iterated"
             )

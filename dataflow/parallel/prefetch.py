@@ -41,7 +41,7 @@ class ThreadPrefetchData(ProxyDataFlow):
         self._local: deque[Any] = deque()  # read ahead, drained at a checkpoint
 
     def __iter__(self) -> Iterator[Any]:
-        if self._guard._lock.locked():
+        if self._guard.busy():
             return self._track(self._busy())
         self._local = deque(self.__dict__.pop("_resume", ()))
         itr = iter(self.ds)  # the epoch begins now, in this thread

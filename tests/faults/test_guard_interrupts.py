@@ -1,0 +1,135 @@
+"""A Ctrl-C inside the reentrancy guard's own enter or exit (docs/failure_semantics.rst,
+"Ctrl-C"): the lock is taken, the ``with`` never releases it, and the epoch ends holding it.
+The next epoch must take the guard over, not refuse every later epoch as "already being
+iterated". The storm tests (test_parallel_interrupts.py) hit this window only by chance;
+here a trace function raises ``KeyboardInterrupt`` exactly there.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import dataflow as D
+from dataflow._reentrancy import ReentrancyGuard
+from dataflow.errors import DataFlowReentrantError
+from tests.parallel import _util as u
+
+pytestmark = pytest.mark.timeout(60)
+
+N = 12
+
+
+def _interrupt_at(code: types.CodeType, event: str) -> None:
+    """Raise ``KeyboardInterrupt`` in this thread at the next ``event`` ("call": before the
+    first bytecode; "return": after the last) of a frame running ``code``, as a signal
+    landing there would."""
+
+    def local(frame: types.FrameType, ev: str, arg: Any) -> Any:
+        if ev == event and frame.f_code is code:
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: types.FrameType, ev: str, arg: Any) -> Any:
+        if frame.f_code is not code:
+            return None
+        return local(frame, ev, arg) if ev == event else local
+
+    sys.settrace(tracer)
+
+
+WINDOWS = {
+    "exit-before-release": (ReentrancyGuard.__exit__.__code__, "call"),
+    "enter-after-acquire": (ReentrancyGuard.__enter__.__code__, "return"),
+}
+
+FLOWS: dict[str, Callable[[], D.DataFlow]] = {
+    "fixed-size": lambda: D.FixedSizeData(u.Range(N), N),
+    "map": lambda: D.MultiProcessMapDataZMQ(u.Range(N), 2, u.double, strict=True, ordered=True),
+    "runner": lambda: D.MultiProcessRunnerZMQ(u.Range(N), num_proc=1),
+    "thread-map": lambda: D.MultiThreadMapData(u.Range(N), 2, u.double, strict=True, ordered=True),
+    "prefetch": lambda: D.ThreadPrefetchData(u.Range(N), 4),
+}
+
+
+@pytest.mark.parametrize("window", list(WINDOWS))
+@pytest.mark.parametrize("kind", list(FLOWS))
+def test_an_interrupt_inside_the_guard_leaves_the_next_epoch_intact(kind: str, window: str) -> None:
+    """Promise: a ``KeyboardInterrupt`` raised in the guard's enter (after the lock was
+    taken) or exit (before it was released) reaches the caller, and the next epoch of the
+    same flow runs whole, with the values of an uninterrupted one."""
+    df = FLOWS[kind]()
+    df.reset_state()
+    try:
+        want = list(df)
+        _interrupt_at(*WINDOWS[window])
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                list(df)
+        finally:
+            sys.settrace(None)
+        assert list(df) == want
+        assert list(df) == want
+    finally:
+        df.close()
+
+
+def _left_behind(guard: ReentrancyGuard) -> Iterator[int]:
+    guard.__enter__()  # as a `with` whose exit an interrupt cut off
+    yield 1
+
+
+def test_a_hold_left_behind_by_a_finished_generator_is_taken_over() -> None:
+    guard = ReentrancyGuard("Thing")
+    assert list(_left_behind(guard)) == [1]
+    assert guard._lock.locked()
+    assert not guard.busy()
+    with guard:  # taken over
+        with pytest.raises(DataFlowReentrantError, match="Thing is not reentrant"):
+            with guard:
+                pass
+    assert not guard._lock.locked()
+
+
+def test_a_suspended_generator_still_holds_the_guard() -> None:
+    guard = ReentrancyGuard("Thing")
+    it = _left_behind(guard)
+    next(it)  # suspended inside its hold
+    assert guard.busy()
+    with pytest.raises(DataFlowReentrantError, match="Thing is not reentrant"):
+        with guard:
+            pass
+    del it  # the generator is gone: its hold is left behind
+    with guard:
+        pass
+
+
+def test_a_hold_in_another_thread_still_refuses() -> None:
+    guard = ReentrancyGuard("Thing")
+    entered, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with guard:
+            entered.set()
+            leave.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert entered.wait(30)
+        assert guard.busy()
+        with pytest.raises(DataFlowReentrantError, match="Thing is not reentrant"):
+            with guard:
+                pass
+    finally:
+        leave.set()
+        t.join(30)
+    assert not guard.busy()
+    with guard:
+        pass
