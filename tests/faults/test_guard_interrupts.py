@@ -2,46 +2,25 @@
 "Ctrl-C"): the lock is taken, the ``with`` never releases it, and the epoch ends holding it.
 The next epoch must take the guard over, not refuse every later epoch as "already being
 iterated". The storm tests (test_parallel_interrupts.py) hit this window only by chance;
-here a trace function raises ``KeyboardInterrupt`` exactly there.
+here a trace function raises ``KeyboardInterrupt`` exactly there (tests/faults/_tracing.py).
 """
 
 from __future__ import annotations
 
-import sys
 import threading
-import types
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
 import dataflow as D
 from dataflow._reentrancy import ReentrancyGuard
 from dataflow.errors import DataFlowReentrantError
+from tests.faults._tracing import interrupt_at
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(60)
 
 N = 12
-
-
-def _interrupt_at(code: types.CodeType, event: str) -> None:
-    """Raise ``KeyboardInterrupt`` in this thread at the next ``event`` ("call": before the
-    first bytecode; "return": after the last) of a frame running ``code``, as a signal
-    landing there would."""
-
-    def local(frame: types.FrameType, ev: str, arg: Any) -> Any:
-        if ev == event and frame.f_code is code:
-            sys.settrace(None)
-            raise KeyboardInterrupt
-        return local
-
-    def tracer(frame: types.FrameType, ev: str, arg: Any) -> Any:
-        if frame.f_code is not code:
-            return None
-        return local(frame, ev, arg) if ev == event else local
-
-    sys.settrace(tracer)
 
 
 WINDOWS = {
@@ -68,12 +47,8 @@ def test_an_interrupt_inside_the_guard_leaves_the_next_epoch_intact(kind: str, w
     df.reset_state()
     try:
         want = list(df)
-        _interrupt_at(*WINDOWS[window])
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                list(df)
-        finally:
-            sys.settrace(None)
+        with pytest.raises(KeyboardInterrupt), interrupt_at(*WINDOWS[window]):
+            list(df)
         assert list(df) == want
         assert list(df) == want
     finally:

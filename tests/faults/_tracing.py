@@ -1,0 +1,98 @@
+"""A ``KeyboardInterrupt`` raised exactly where a signal could land, by a trace function.
+
+CPython raises a pending ``KeyboardInterrupt`` between bytecodes: at a function's entry, after
+a call, at a backward jump. The storm tests (``_storm.py``) hit such spots by chance; these
+helpers hit them on purpose. They trace only this thread (signals reach the main thread) and
+restore the tracer that was set before (a coverage tool's, say).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import dataflow
+
+__all__ = ["events_of", "interrupt_at", "interrupt_at_event", "ours"]
+
+PACKAGE = os.path.dirname(os.path.abspath(dataflow.__file__)) + os.sep
+
+
+def ours(code: types.CodeType) -> bool:
+    """Whether ``code`` is the library's (not the tests', not numpy's)."""
+    return code.co_filename.startswith(PACKAGE)
+
+
+@contextlib.contextmanager
+def _tracing(tracer: Callable[..., Any]) -> Iterator[None]:
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+def events_of(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """``(how many call and line events of the library's code fn() runs in this thread, fn())``."""
+    count = 0
+
+    def tracer(frame: types.FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        if not ours(frame.f_code):
+            return None
+        if event in ("call", "line"):
+            count += 1
+        return tracer
+
+    with _tracing(tracer):
+        result = fn()
+    return count, result
+
+
+@contextlib.contextmanager
+def interrupt_at_event(k: int, where: list[str]) -> Iterator[None]:
+    """Raise ``KeyboardInterrupt`` at the ``k``-th (1-based) call or line event of the
+    library's code in this thread, inside the block; append ``file:function:line`` to
+    ``where`` when it does."""
+    count = 0
+
+    def tracer(frame: types.FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        if not ours(frame.f_code):
+            return None
+        if event in ("call", "line"):
+            count += 1
+            if count == k:
+                sys.settrace(None)
+                code = frame.f_code
+                where.append(f"{code.co_filename[len(PACKAGE):]}:{code.co_name}:{frame.f_lineno}")
+                raise KeyboardInterrupt
+        return tracer
+
+    with _tracing(tracer):
+        yield
+
+
+@contextlib.contextmanager
+def interrupt_at(code: types.CodeType, event: str) -> Iterator[None]:
+    """Raise ``KeyboardInterrupt`` at the next ``event`` ("call": before the first bytecode;
+    "return": after the last) of a frame running ``code`` in this thread, inside the block."""
+
+    def local(frame: types.FrameType, ev: str, arg: Any) -> Any:
+        if ev == event and frame.f_code is code:
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: types.FrameType, ev: str, arg: Any) -> Any:
+        if frame.f_code is not code:
+            return None
+        return local(frame, ev, arg) if ev == event else local
+
+    with _tracing(tracer):
+        yield
