@@ -204,10 +204,15 @@ def test_start_timeout_fails_clearly_and_leaves_nothing(method: str) -> None:
     assert p.leaks(before) == []
 
 
+FD_ONE_OFFS = 3
+
+
 @pytest.mark.slow
 def test_200_epochs_keep_memory_and_fds_flat() -> None:
     """A soak: 200 epochs of a process map, a runner and a thread map; RSS grows by less than
-    20 MB and the fd count stays flat after the first epochs (no per-epoch leak)."""
+    20 MB and the fd count stays flat after the first epochs (no per-epoch leak: that would
+    add at least 190 fds; up to ``FD_ONE_OFFS`` may appear once, as one did in a CI run on a
+    loaded machine, from something the process opens lazily)."""
     flows = [
         D.MultiProcessMapDataZMQ(u.Range(50), 2, u.double, strict=True),
         D.MultiProcessRunnerZMQ(u.Range(50), num_proc=2),
@@ -227,5 +232,6 @@ def test_200_epochs_keep_memory_and_fds_flat() -> None:
     end = p.snapshot()
     for df in flows:
         df.close()
-    assert len(end.fds) <= len(start.fds), (start.fds, end.fds)
+    new = {fd: path for fd, path in end.fds.items() if start.fds.get(fd) != path}
+    assert len(end.fds) <= len(start.fds) + FD_ONE_OFFS, f"fds opened over 190 epochs: {new}"
     assert end.rss - start.rss < 20 * 2**20, (start.rss, end.rss)
