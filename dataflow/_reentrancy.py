@@ -6,12 +6,16 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+import time
 import types
 from typing import Any
 
 from .errors import DataFlowReentrantError
 
 __all__ = ["ReentrancyGuard"]
+
+#: how long a held guard whose holder has not named its frame yet is given to do so
+_SETTLE_S = 0.01
 
 
 class ReentrancyGuard:
@@ -53,9 +57,15 @@ class ReentrancyGuard:
         """Whether a live epoch holds the guard now: one whose frame is running in some
         thread or suspended in its generator. Cheap when the guard is free; a held guard
         costs a look at every thread's stack and, if need be, a search of the garbage
-        collector's objects (a path for errors only)."""
+        collector's objects (a path for errors only). A guard held by no named frame is given
+        ``_SETTLE_S`` for another thread to name its own (it is between its acquire and that
+        step) before it counts as left behind."""
         frame = self._frame
-        if not self._lock.locked() or frame is None:
+        deadline = time.monotonic() + _SETTLE_S
+        while frame is None and self._lock.locked() and time.monotonic() < deadline:
+            time.sleep(0.001)  # another thread may be between its acquire and naming its frame
+            frame = self._frame
+        if frame is None or not self._lock.locked():
             return False
         if _on_a_stack(frame) or _suspended_in_a_generator(frame):
             return True

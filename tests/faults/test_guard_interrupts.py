@@ -7,12 +7,14 @@ here a trace function raises ``KeyboardInterrupt`` exactly there (tests/faults/_
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
 import pytest
 
 import dataflow as D
+from dataflow import _reentrancy as reentrancy
 from dataflow._reentrancy import ReentrancyGuard
 from dataflow.errors import DataFlowReentrantError
 from tests.faults._tracing import interrupt_at
@@ -106,5 +108,34 @@ def test_a_hold_in_another_thread_still_refuses() -> None:
         leave.set()
         t.join(30)
     assert not guard.busy()
+    with guard:
+        pass
+
+
+def test_a_guard_another_thread_is_taking_is_not_taken_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Promise: a thread between its acquire and naming its frame still counts as the holder
+    (a concurrent second epoch is refused, not let in as if the hold were left behind)."""
+    monkeypatch.setattr(reentrancy, "_SETTLE_S", 30.0)  # the bound is not what is tested
+    guard = ReentrancyGuard("Thing")
+    acquired, leave = threading.Event(), threading.Event()
+
+    def take() -> None:
+        guard._lock.acquire()  # the first step of __enter__ ...
+        acquired.set()
+        leave.wait(0.05)  # ... then a pause before the frame is named
+        guard._frame = sys._getframe()
+        leave.wait(30)
+        guard.__exit__()
+
+    t = threading.Thread(target=take)
+    t.start()
+    try:
+        assert acquired.wait(30)
+        with pytest.raises(DataFlowReentrantError, match="Thing is not reentrant"):
+            with guard:
+                pass
+    finally:
+        leave.set()
+        t.join(30)
     with guard:
         pass
