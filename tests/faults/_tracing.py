@@ -37,8 +37,9 @@ def _tracing(tracer: Callable[..., Any]) -> Iterator[None]:
         sys.settrace(previous)
 
 
-def events_of(fn: Callable[[], Any]) -> tuple[int, Any]:
-    """``(how many call and line events of the library's code fn() runs in this thread, fn())``."""
+def _library_events(on_event: Callable[[int, types.FrameType], None]) -> Callable[..., Any]:
+    """A trace function calling ``on_event(n, frame)`` at the n-th call or line event of the
+    library's code."""
     count = 0
 
     def tracer(frame: types.FrameType, event: str, arg: Any) -> Any:
@@ -47,11 +48,22 @@ def events_of(fn: Callable[[], Any]) -> tuple[int, Any]:
             return None
         if event in ("call", "line"):
             count += 1
+            on_event(count, frame)
         return tracer
 
-    with _tracing(tracer):
+    return tracer
+
+
+def events_of(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """``(how many call and line events of the library's code fn() runs in this thread, fn())``."""
+    seen = [0]
+
+    def note(n: int, frame: types.FrameType) -> None:
+        seen[0] = n
+
+    with _tracing(_library_events(note)):
         result = fn()
-    return count, result
+    return seen[0], result
 
 
 @contextlib.contextmanager
@@ -59,22 +71,15 @@ def interrupt_at_event(k: int, where: list[str]) -> Iterator[None]:
     """Raise ``KeyboardInterrupt`` at the ``k``-th (1-based) call or line event of the
     library's code in this thread, inside the block; append ``file:function:line`` to
     ``where`` when it does."""
-    count = 0
 
-    def tracer(frame: types.FrameType, event: str, arg: Any) -> Any:
-        nonlocal count
-        if not ours(frame.f_code):
-            return None
-        if event in ("call", "line"):
-            count += 1
-            if count == k:
-                sys.settrace(None)
-                code = frame.f_code
-                where.append(f"{code.co_filename[len(PACKAGE):]}:{code.co_name}:{frame.f_lineno}")
-                raise KeyboardInterrupt
-        return tracer
+    def interrupt(n: int, frame: types.FrameType) -> None:
+        if n == k:
+            sys.settrace(None)
+            code = frame.f_code
+            where.append(f"{code.co_filename[len(PACKAGE):]}:{code.co_name}:{frame.f_lineno}")
+            raise KeyboardInterrupt
 
-    with _tracing(tracer):
+    with _tracing(_library_events(interrupt)):
         yield
 
 

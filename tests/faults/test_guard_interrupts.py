@@ -87,19 +87,14 @@ def test_a_suspended_generator_still_holds_the_guard() -> None:
         pass
 
 
-def test_a_hold_in_another_thread_still_refuses() -> None:
-    guard = ReentrancyGuard("Thing")
-    entered, leave = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with guard:
-            entered.set()
-            leave.wait(30)
-
-    t = threading.Thread(target=hold)
+def _refused_while(guard: ReentrancyGuard, hold: Callable[[threading.Event, threading.Event], None]) -> None:
+    """Run ``hold(held, leave)`` in a thread; once ``held`` is set, the guard is busy and a
+    second epoch is refused; once the thread has left, the guard is free."""
+    held, leave = threading.Event(), threading.Event()
+    t = threading.Thread(target=hold, args=(held, leave))
     t.start()
     try:
-        assert entered.wait(30)
+        assert held.wait(30)
         assert guard.busy()
         with pytest.raises(DataFlowReentrantError, match="Thing is not reentrant"):
             with guard:
@@ -112,14 +107,24 @@ def test_a_hold_in_another_thread_still_refuses() -> None:
         pass
 
 
+def test_a_hold_in_another_thread_still_refuses() -> None:
+    guard = ReentrancyGuard("Thing")
+
+    def hold(held: threading.Event, leave: threading.Event) -> None:
+        with guard:
+            held.set()
+            leave.wait(30)
+
+    _refused_while(guard, hold)
+
+
 def test_a_guard_another_thread_is_taking_is_not_taken_over(monkeypatch: pytest.MonkeyPatch) -> None:
     """Promise: a thread between its acquire and naming its frame still counts as the holder
     (a concurrent second epoch is refused, not let in as if the hold were left behind)."""
     monkeypatch.setattr(reentrancy, "_SETTLE_S", 30.0)  # the bound is not what is tested
     guard = ReentrancyGuard("Thing")
-    acquired, leave = threading.Event(), threading.Event()
 
-    def take() -> None:
+    def take(acquired: threading.Event, leave: threading.Event) -> None:
         guard._lock.acquire()  # the first step of __enter__ ...
         acquired.set()
         leave.wait(0.05)  # ... then a pause before the frame is named
@@ -127,15 +132,4 @@ def test_a_guard_another_thread_is_taking_is_not_taken_over(monkeypatch: pytest.
         leave.wait(30)
         guard.__exit__()
 
-    t = threading.Thread(target=take)
-    t.start()
-    try:
-        assert acquired.wait(30)
-        with pytest.raises(DataFlowReentrantError, match="Thing is not reentrant"):
-            with guard:
-                pass
-    finally:
-        leave.set()
-        t.join(30)
-    with guard:
-        pass
+    _refused_while(guard, take)
