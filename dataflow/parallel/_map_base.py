@@ -170,8 +170,8 @@ class ParallelMapBase(ProxyDataFlow):
     # -- lifecycle ------------------------------------------------------------------------
     def reset_state(self) -> None:
         """Reset the upstream (it is read in this process) and start the workers."""
-        if self._started:
-            self._stop()
+        self._started = False
+        self._stop()  # even if not started: a start that a Ctrl-C cut may have begun
         self.ds.reset_state()
         self._inflight = 0
         self._flight.clear()

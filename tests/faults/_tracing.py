@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -70,10 +71,12 @@ def events_of(fn: Callable[[], Any]) -> tuple[int, Any]:
 def interrupt_at_event(k: int, where: list[str]) -> Iterator[None]:
     """Raise ``KeyboardInterrupt`` at the ``k``-th (1-based) call or line event of the
     library's code in this thread, inside the block; append ``file:function:line`` to
-    ``where`` when it does."""
+    ``where`` when it does. As a real SIGINT would be, it is held while the library holds
+    SIGINT back (``deferred_sigint``: another handler installed) and raised at the first
+    event after."""
 
     def interrupt(n: int, frame: types.FrameType) -> None:
-        if n == k:
+        if n >= k and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             sys.settrace(None)
             code = frame.f_code
             where.append(f"{code.co_filename[len(PACKAGE):]}:{code.co_name}:{frame.f_lineno}")

@@ -4,10 +4,13 @@ storm of signals happens to land: for each parallel flow of the storm tests, a
 runs in the consumer's thread, for k spread over the whole epoch (``iter()``, the first
 ``next()``, the guard, the last datapoint, the epoch's end; an epoch runs more or fewer
 events as its waits go, so k spans the shortest of three). The next epoch must be intact by
-the storm's own check, and ``close()`` must then leave nothing.
+the storm's own check, and ``close()`` must then leave nothing. The same for the spots of
+``reset_state()`` (then called again) and of ``close()``.
 
 This is how a Ctrl-C inside ``ReentrancyGuard.__exit__`` was found to leave a flow refusing
-every later epoch; the storm had hit it once in many CI runs.
+every later epoch (the storm had hit it once in many CI runs), and a Ctrl-C while
+``MultiThreadMapData.reset_state()`` started its threads to leave one running for good once
+``reset_state()`` was called again.
 """
 
 from __future__ import annotations
@@ -57,3 +60,43 @@ def test_an_interrupt_at_any_spot_leaves_the_next_epoch_intact(kind: str) -> Non
         df.close()
     del counted, first, epoch  # arrays may view shared memory until dropped
     assert_no_leaks(before)
+
+
+CALL_SPOTS = 24  # interrupts per flow and call, spread evenly over the call's events
+
+
+@pytest.mark.parametrize("call", ["reset_state", "close"])
+@pytest.mark.parametrize("kind", list(FLOWS))
+def test_an_interrupt_at_any_spot_of_a_start_or_close_leaves_nothing(kind: str, call: str) -> None:
+    """Promise: a ``KeyboardInterrupt`` anywhere in ``reset_state()`` (the workers starting)
+    or ``close()`` loses nothing: after it, ``reset_state()`` again gives an intact epoch (for
+    ``reset_state``), and ``close()`` leaves no process, thread, fd or shared memory."""
+    probe = FLOWS[kind]()
+    if call == "close":
+        probe.reset_state()
+        list(probe)
+    total, _ = events_of(getattr(probe, call))
+    probe.close()
+    where: list[str] = []
+    for k in range(1 + (len(kind) % 3), total + 1, max(1, total // CALL_SPOTS)):
+        before = snapshot()
+        df = FLOWS[kind]()
+        try:
+            if call == "close":
+                df.reset_state()
+                list(df)
+            try:
+                with interrupt_at_event(k, where):
+                    getattr(df, call)()
+            except KeyboardInterrupt:
+                pass
+            if call == "reset_state":
+                df.reset_state()
+                epoch = list(df)
+                why = problem(kind, epoch)
+                assert why is None, f"{kind}: after a Ctrl-C in reset_state() at {where[-1:]}: {why}"
+                del epoch
+        finally:
+            df.close()
+        assert_no_leaks(before)
+    assert where, f"{kind}: no interrupt landed in {call}()"
