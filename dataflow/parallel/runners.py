@@ -161,6 +161,9 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             buffer = self._buffer
             while size is None or n < size:
                 while not buffer:
+                    if self._interrupted:  # a Ctrl-C cut a receive of state_dict(): start afresh
+                        pool = self._restart_after_interrupt() or pool
+                        self._epoch_start = self._received - len(buffer) - n
                     try:
                         tr = _trace.current
                         if tr is None:
@@ -175,13 +178,14 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
                 yield buffer.popleft()
                 n += 1
 
-    def _restart_after_interrupt(self) -> None:
+    def _restart_after_interrupt(self) -> ProcessPool | None:
         """A Ctrl-C can land between two parts of a message, where the rest of that message
         (and its shared-memory slot) cannot be matched up again: start the workers afresh, as
         ``reset_state()`` does. Datapoints in flight are dropped, as when an epoch is left with
         ``break``; what is yielded from now on is intact."""
         self._buffer.clear()  # they may view the old pool's shared memory
         self.reset_state()
+        return self._pool
 
     def close_workers(self) -> None:
         with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
@@ -226,14 +230,18 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         if self._interrupted:
             raise StateError(
                 f"{stage}: a Ctrl-C interrupted a receive, so a message in flight may be lost and "
-                f"no exact checkpoint exists; the next iter() restarts the workers, after which "
-                f"state_dict() works again"
+                f"no exact checkpoint exists; the workers restart at the next iter() (or when the "
+                f"epoch in progress next waits for them), after which state_dict() works again"
             )
         pool = self._pool
         if pool is None:
             states = self._worker_states or [None] * self.num_proc
         else:
-            states = self._snapshot(pool)
+            try:
+                states = self._snapshot(pool)
+            except KeyboardInterrupt:  # it may have cut a message in half, as in an epoch
+                self._interrupted = True
+                raise
         yielded = self._received - len(self._buffer)
         buffered = list(self._buffer)
         return {

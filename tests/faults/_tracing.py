@@ -9,6 +9,7 @@ restore the tracer that was set before (a coverage tool's, say).
 from __future__ import annotations
 
 import contextlib
+import linecache
 import os
 import signal
 import sys
@@ -38,16 +39,28 @@ def _tracing(tracer: Callable[..., Any]) -> Iterator[None]:
         sys.settrace(previous)
 
 
+def _with_exit(frame: types.FrameType, last_line: dict[int, int]) -> bool:
+    """Whether this line event is a ``with`` statement's exit (its line reached again from its
+    body). No signal can land there: nothing between the body's end and the call of
+    ``__exit__`` checks for one, so a lock's ``with`` always releases it."""
+    line, before = frame.f_lineno, last_line.get(id(frame), 0)
+    last_line[id(frame)] = line
+    if before <= line:
+        return False
+    return linecache.getline(frame.f_code.co_filename, line).lstrip().startswith(("with ", "async with "))
+
+
 def _library_events(on_event: Callable[[int, types.FrameType], None]) -> Callable[..., Any]:
     """A trace function calling ``on_event(n, frame)`` at the n-th call or line event of the
-    library's code."""
+    library's code where a signal could land (not a ``with`` statement's exit)."""
     count = 0
+    last_line: dict[int, int] = {}
 
     def tracer(frame: types.FrameType, event: str, arg: Any) -> Any:
         nonlocal count
         if not ours(frame.f_code):
             return None
-        if event in ("call", "line"):
+        if event == "call" or (event == "line" and not _with_exit(frame, last_line)):
             count += 1
             on_event(count, frame)
         return tracer
@@ -55,16 +68,24 @@ def _library_events(on_event: Callable[[int, types.FrameType], None]) -> Callabl
     return tracer
 
 
-def events_of(fn: Callable[[], Any]) -> tuple[int, Any]:
-    """``(how many call and line events of the library's code fn() runs in this thread, fn())``."""
-    seen = [0]
+def events_of(fn: Callable[[], Any]) -> tuple[int, list[int], Any]:
+    """``(n, firsts, fn())``: how many call and line events of the library's code ``fn()``
+    runs in this thread, and the (1-based) event at which each distinct spot (file, line)
+    was first reached."""
+    seen: set[tuple[str, int]] = set()
+    firsts: list[int] = []
+    count = [0]
 
     def note(n: int, frame: types.FrameType) -> None:
-        seen[0] = n
+        count[0] = n
+        spot = (frame.f_code.co_filename, frame.f_lineno)
+        if spot not in seen:
+            seen.add(spot)
+            firsts.append(n)
 
     with _tracing(_library_events(note)):
         result = fn()
-    return seen[0], result
+    return count[0], firsts, result
 
 
 @contextlib.contextmanager
