@@ -96,12 +96,14 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self._token = 0
         self._worker_states: list[Any] | None = None  # where each worker starts (a loaded state)
         self._interrupted = False  # a Ctrl-C may have cut a message in half: restart first
+        self._start_cut = False  # a Ctrl-C cut reset_state(): redone at the next iter() or load
 
     def _state_upstreams(self) -> tuple[DataFlow[Any], ...]:
         return ()  # the flow runs in the workers; their states are this stage's own
 
     def reset_state(self) -> None:
         """Start the workers (each resets its own copy of ``ds``)."""
+        self._start_cut = True
         self.close_workers()
         if self._worker_states is None:  # a fresh start; after load_state_dict, its buffer stays
             self._buffer.clear()
@@ -112,6 +114,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self._received, self._ready = len(self._buffer), set()
         self._pool = ProcessPool(self.options, runner_worker, args, {"flow": self.ds}, lazy=True)
         self._interrupted = False  # only once started: a Ctrl-C during a restart retries it
+        self._start_cut = False
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -139,7 +142,9 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         return None
 
     def __iter__(self) -> Iterator[Any]:
-        if self._interrupted:
+        if self._start_cut:
+            self.reset_state()
+        elif self._interrupted:
             self._restart_after_interrupt()
         pool = self._pool
         if pool is None:
@@ -195,6 +200,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
 
     def close(self) -> None:
         """Stop the workers and release sockets. Idempotent; ``reset_state`` restarts."""
+        self._start_cut = False
         try:
             self.close_workers()
         finally:
@@ -269,7 +275,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self.__dict__.pop("_resume", None)
         if live:
             self._resume = int_field(stage, state, "delivered")
-        if self._pool is not None:  # loaded after reset_state: start the workers again from it
+        if self._pool is not None or self._start_cut:  # after reset_state: start again from it
             self.reset_state()
 
 

@@ -114,7 +114,7 @@ STATEFUL: dict[str, Callable[[], D.DataFlow]] = {  # sources with a position to 
     "prefetch": lambda: D.ThreadPrefetchData(_source(), 4),
 }
 HEAD = 3  # datapoints taken before the checkpoint
-CHECKPOINT_SPOTS = 64  # distinct lines of state_dict() interrupted per flow, spread evenly
+CHECKPOINT_SPOTS = 64  # distinct lines of state_dict() or load_state_dict() interrupted per flow
 
 
 def _source() -> D.DataFlow:
@@ -131,8 +131,7 @@ def test_an_interrupt_at_any_spot_of_a_checkpoint_loses_nothing(kind: str) -> No
     probe.reset_state()
     it = iter(probe)
     head = [next(it) for _ in range(HEAD)]
-    _, spots, _ = events_of(probe.state_dict)  # the lines it runs, by first reach: its waits loop long
-    spots = spots[:: max(1, round(len(spots) / CHECKPOINT_SPOTS))]
+    spots = _checkpoint_spots(probe.state_dict)
     want = head + list(it)
     probe.close()
     where: list[str] = []
@@ -164,6 +163,48 @@ def test_an_interrupt_at_any_spot_of_a_checkpoint_loses_nothing(kind: str) -> No
             resumed.close()
             assert _same(kind, head + rest, want), f"{kind}: resumed after a Ctrl-C at {where[-1:]}"
     assert where, f"{kind}: no interrupt landed in state_dict()"
+
+
+@pytest.mark.parametrize("kind", list(STATEFUL))
+def test_an_interrupt_at_any_spot_of_a_load_then_loading_again_resumes_exactly(kind: str) -> None:
+    """Promise: a ``KeyboardInterrupt`` anywhere in ``load_state_dict()`` after
+    ``reset_state()`` (where a process runner restarts its workers from the state) loses
+    nothing: loading the same state again resumes exactly."""
+    probe = STATEFUL[kind]()
+    probe.reset_state()
+    it = iter(probe)
+    head = [next(it) for _ in range(HEAD)]
+    state = probe.state_dict()
+    want = head + list(it)
+    probe.close()
+    fresh = STATEFUL[kind]()
+    fresh.reset_state()
+    spots = _checkpoint_spots(lambda: fresh.load_state_dict(state))
+    fresh.close()
+    where: list[str] = []
+    for k in spots:
+        df = STATEFUL[kind]()
+        df.reset_state()
+        try:
+            try:
+                with interrupt_at_event(k, where):
+                    df.load_state_dict(state)
+            except KeyboardInterrupt:
+                pass
+            df.load_state_dict(state)
+            rest = list(df)
+        finally:
+            df.close()
+        assert _same(kind, head + rest, want), f"{kind}: resumed after a Ctrl-C at {where[-1:]}"
+    assert where, f"{kind}: no interrupt landed in load_state_dict()"
+
+
+def _checkpoint_spots(fn: Callable[[], Any]) -> list[int]:
+    """Up to ``CHECKPOINT_SPOTS`` events of ``fn()``, spread evenly over the distinct lines it
+    runs, each at its first reach (its waits loop long, so evenly spaced events would
+    mostly land in them)."""
+    _, spots, _ = events_of(fn)
+    return spots[:: max(1, round(len(spots) / CHECKPOINT_SPOTS))]
 
 
 def _same(kind: str, got: list[Any], want: list[Any]) -> bool:
