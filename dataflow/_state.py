@@ -15,6 +15,11 @@ every stage decides for its upstreams (``_upstreams_live``), because only the re
 whether it will go on with its iterator over them or start a fresh one. A stage loaded with
 ``live=False`` starts a fresh epoch at its next ``__iter__``.
 
+Loading checks the whole state first, then gives each stage its part to keep; a stage is
+handed its part (``_set_state(state, live)``) when its next epoch starts, so loading works the
+same before and after ``reset_state()``, and a checkpoint taken before that epoch starts saves
+the loaded part unchanged (a job preempted again right after resuming resumes the same).
+
 A user stage that defines ``state_dict``/``load_state_dict`` itself owns its subtree: what it
 returns is stored as ``{"stage": name, "custom": ...}`` and handed back as is.
 """
@@ -34,7 +39,12 @@ if TYPE_CHECKING:
     from .base import DataFlow
 
 __all__ = [
+    "CUSTOM",
     "FORMAT",
+    "HOOKS",
+    "PENDING",
+    "STATELESS",
+    "UNSUPPORTED",
     "VERSION",
     "SaveOptions",
     "load_pipeline",
@@ -43,12 +53,16 @@ __all__ = [
     "save_options",
     "save_pipeline",
     "save_subtree",
+    "checking_only",
+    "state_mode",
 ]
 
 FORMAT = "dataflow.state"
+#: where a loaded stage keeps its state until its next epoch starts (``flow.__dict__[PENDING]``)
+PENDING = "_pending_state"
 VERSION = 1
 
-_HOOKS, _STATELESS, _CUSTOM, _UNSUPPORTED = "hooks", "stateless", "custom", "unsupported"
+HOOKS, STATELESS, CUSTOM, UNSUPPORTED = "hooks", "stateless", "custom", "unsupported"
 
 
 @dataclass(frozen=True)
@@ -71,39 +85,26 @@ def save_options() -> SaveOptions:
     return _options.get(_DEFAULT_OPTIONS)
 
 
-def _owner(cls: type, name: str) -> type | None:
-    return next((c for c in cls.__mro__ if name in c.__dict__), None)
-
-
-_MODES: dict[type, str] = {}
+def state_mode(cls: type, parent_mode: str) -> str:
+    """How a class takes part, decided once when the class is created, from its own body:
+    its own ``state_dict``/``load_state_dict`` (custom), its own hooks, ``stateless = True``,
+    or nothing. A class that defines ``__iter__`` without saying how it resumes does not
+    inherit its parent's hooks (a user subclass overriding the ``__iter__`` of one of our
+    stages must not silently reuse that stage's state); one that defines neither inherits."""
+    body = cls.__dict__
+    if "state_dict" in body or "load_state_dict" in body:
+        return CUSTOM
+    if "_get_state" in body:
+        return HOOKS
+    if body.get("stateless") is True:
+        return STATELESS
+    if "__iter__" in body or body.get("stateless") is False:
+        return UNSUPPORTED
+    return parent_mode
 
 
 def _mode(cls: type) -> str:
-    """How a class takes part: its own hooks, stateless, its own state_dict, or not at all.
-
-    Hooks (or ``stateless = True``) count only if defined by the class that defines
-    ``__iter__`` or a subclass of it: a user subclass that overrides ``__iter__`` of one of our
-    stages must not silently reuse that stage's hooks."""
-    mode = _MODES.get(cls)
-    if mode is None:
-        mode = _MODES[cls] = _find_mode(cls)
-    return mode
-
-
-def _find_mode(cls: type) -> str:
-    from .base import DataFlow
-
-    sd, lsd = _owner(cls, "state_dict"), _owner(cls, "load_state_dict")
-    if (sd is not None and sd is not DataFlow) or (lsd is not None and lsd is not DataFlow):
-        return _CUSTOM
-    iter_owner = _owner(cls, "__iter__") or DataFlow
-    hooks = _owner(cls, "_get_state")
-    if hooks is not None and hooks is not DataFlow and issubclass(hooks, iter_owner):
-        return _HOOKS
-    flag = _owner(cls, "stateless")
-    if flag is not None and flag.__dict__["stateless"] is True and issubclass(flag, iter_owner):
-        return _STATELESS
-    return _UNSUPPORTED
+    return cls._state_mode  # type: ignore[attr-defined, no-any-return]
 
 
 def _name(flow: object) -> str:
@@ -117,7 +118,7 @@ def _kind(flow: object) -> str:
 
 
 def _children(flow: DataFlow[Any]) -> list[DataFlow[Any]]:
-    return [] if _mode(type(flow)) == _CUSTOM else list(flow._state_upstreams())
+    return [] if _mode(type(flow)) == CUSTOM else list(flow._state_upstreams())
 
 
 def pipeline_shape(flow: DataFlow[Any]) -> str:
@@ -128,32 +129,42 @@ def pipeline_shape(flow: DataFlow[Any]) -> str:
 
 def _unsupported(flow: DataFlow[Any], path: str) -> StateUnsupportedError:
     where = "" if path == _name(flow) else f" (in the pipeline at {path})"
+    if flow._state_upstreams():
+        how = (
+            "If it keeps nothing between datapoints (a per-datapoint transform of its upstream), "
+            "declare `stateless = True` in the class body"
+        )
+    else:
+        how = (
+            "If it is a source whose epoch is a function of its attributes and self.rng only, "
+            "declare `resumes_by_replay = True` in the class body (resuming runs the epoch again "
+            "and skips what was consumed)"
+        )
     return StateUnsupportedError(
-        f"{_name(flow)}{where} cannot save its position: it defines its own __iter__ but no state. If it "
-        f"keeps nothing between datapoints (a per-datapoint transform of its upstream), declare "
-        f"`stateless = True` in the class body; otherwise define state_dict() and "
-        f"load_state_dict() on it (see the 'Checkpointing and sharding' docs page for the recipe)"
+        f"{_name(flow)}{where} cannot save its position: it defines its own __iter__ but no state. "
+        f"{how}; otherwise define state_dict() and load_state_dict() on it (see the "
+        f"'Checkpointing and sharding' docs page for the recipe)"
     )
 
 
 def _save_node(flow: DataFlow[Any], live: bool, path: str) -> dict[str, Any]:
     mode = _mode(type(flow))
-    if mode == _CUSTOM:
+    if mode == CUSTOM:
         custom = flow.state_dict()
         check_plain(path, custom, "the state returned by its state_dict()")
         return {"stage": _name(flow), "custom": custom}
-    if mode == _UNSUPPORTED:
+    if mode == UNSUPPORTED:
         raise _unsupported(flow, path)
-    loaded = flow.__dict__.get("_loaded_node") if mode == _HOOKS else None
-    if loaded is not None:  # loaded and not iterated since: still at the loaded position
-        own, live = dict(loaded[0]), loaded[1]
+    pending = flow.__dict__.get(PENDING) if mode == HOOKS else None
+    if pending is not None:  # loaded and not iterated since: still at the loaded position
+        own, live = dict(pending[0]), pending[1]
         return _node(flow, own, live, flow._upstreams_live(live), path)
     try:
-        own = flow._get_state(live) if mode == _HOOKS else {}
-        lives = flow._upstreams_live(live) if mode == _HOOKS else [live] * len(_children(flow))
+        own = flow._get_state(live) if mode == HOOKS else {}
+        lives = flow._upstreams_live(live) if mode == HOOKS else [live] * len(_children(flow))
         return _node(flow, own, live, lives, path)
     finally:
-        if mode == _HOOKS:
+        if mode == HOOKS:
             flow._state_saved()
 
 
@@ -203,7 +214,7 @@ def _walk(
             f"from this one at {path}: the state has {node['stage']} where this pipeline has {name}. "
             f"Build the same pipeline (same stages in the same order) to resume"
         )
-    if _mode(type(flow)) == _CUSTOM:
+    if _mode(type(flow)) == CUSTOM:
         if "custom" not in node:
             raise StateError(f"{path}: the state is corrupted: no 'custom' state for {name}")
         yield flow, dict(node)
@@ -238,15 +249,39 @@ def load_subtree(flow: DataFlow[Any], node: Any, where: str) -> None:
     _apply(list(_walk(flow, node, where, where)))
 
 
+_checking: contextvars.ContextVar[bool] = contextvars.ContextVar("dataflow_state_check", default=False)
+
+
+def checking_only() -> bool:
+    """Whether the ``_set_state`` running now only checks a state (on a stand-in of the
+    stage, at load time): it must then change nothing shared with the stage, such as its RNG."""
+    return _checking.get()
+
+
+def _check_stage(flow: DataFlow[Any], node: dict[str, Any]) -> None:
+    """Run the stage's own checks of its part now, so that a state that does not fit fails
+    at ``load_state_dict`` and not at the next epoch: ``_set_state`` runs on a stand-in that
+    shares the stage's attributes, and what it assigns is dropped."""
+    stand_in = object.__new__(type(flow))
+    stand_in.__dict__.update(flow.__dict__)
+    token = _checking.set(True)
+    try:
+        stand_in._set_state(node["state"], node["live"])
+    finally:
+        _checking.reset(token)
+
+
 def _apply(plan: list[tuple[DataFlow[Any], dict[str, Any]]]) -> None:
+    for flow, node in plan:
+        if _mode(type(flow)) == HOOKS:
+            _check_stage(flow, node)
     for flow, node in plan:
         if "custom" in node:
             flow.load_state_dict(node["custom"])
-        elif _mode(type(flow)) == _HOOKS:
-            flow._set_state(node["state"], node["live"])
-            # saved as is until this stage iterates again (DataFlow.__init_subclass__ wraps
-            # __iter__ to forget it): a checkpoint right after resuming keeps the position
-            flow.__dict__["_loaded_node"] = (dict(node["state"]), node["live"])
+        elif _mode(type(flow)) == HOOKS:
+            # handed to the stage's _set_state when its next epoch starts (the __iter__
+            # wrapper of DataFlow.__init_subclass__); until then a checkpoint saves it as is
+            flow.__dict__[PENDING] = (dict(node["state"]), node["live"])
 
 
 def load_pipeline(root: DataFlow[Any], state: Any) -> None:

@@ -81,16 +81,16 @@ def _to_plain(value: Any) -> Any:
     return value
 
 
-def _from_plain(value: Any) -> Any:
+def from_plain(value: Any) -> Any:
     if isinstance(value, dict):
         if "__int__" in value:
             return int(value["__int__"], 16)
         if "__ndarray__" in value:
             arr = np.frombuffer(value["data"], dtype=np.dtype(value["__ndarray__"]))
             return arr.reshape(value["shape"]).copy()
-        return {k: _from_plain(v) for k, v in value.items()}
+        return {k: from_plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_from_plain(v) for v in value]
+        return [from_plain(v) for v in value]
     return value
 
 
@@ -107,7 +107,7 @@ def plain_rng_state(raw: Mapping[str, Any]) -> dict[str, Any]:
 def load_rng(stage: str, rng: Any, state: Any) -> None:
     """Restore :func:`save_rng`'s output into ``rng`` (same bit generator kind)."""
     try:
-        rng.bit_generator.state = _from_plain(state)
+        rng.bit_generator.state = from_plain(state)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise StateError(f"{stage}: the saved random-generator state does not fit ({e})") from e
 

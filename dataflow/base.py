@@ -11,27 +11,32 @@ A DataFlow is a re-iterable of *datapoints* (a list/tuple or dict of components)
 - ``close()`` releases what the flow owns; every flow is a context manager that closes.
 - ``state_dict()`` / ``load_state_dict(state)`` save and restore the position after the last
   datapoint the consumer received (see :meth:`DataFlow.state_dict` and
-  :mod:`dataflow._state`). A stage takes part through three hooks: ``_get_state(live)``,
-  ``_set_state(state, live)`` and ``_state_upstreams()``; a stage that keeps nothing between
-  datapoints says ``stateless = True`` instead.
+  :mod:`dataflow._state`). A stage takes part through two methods, ``_get_state(live)``
+  (its own part out) and ``_set_state(state, live)`` (its part back in, handed over by the
+  base class when the stage's next epoch starts); a stage that keeps nothing between
+  datapoints says ``stateless = True`` instead. The base class nests the upstreams' states
+  (``_state_upstreams()``: ``self.ds`` for a :class:`ProxyDataFlow`), checks shapes and
+  versions, and keeps a loaded state until the epoch starts.
 
 Fluent methods (``df.map(f).batch(64)``) come from :class:`~dataflow._fluent.FluentMixin`.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from types import GeneratorType, TracebackType
 from typing import Any, ClassVar, TypeVar
 
+import numpy as np
+
 from . import seeding
-from ._class_hooks import adopt_legacy_protocol, forget_loaded_state_on_iter
+from ._class_hooks import EpochRef, adopt_legacy_protocol, start_epochs_through_base
 from ._deprecation import warn_once
 from ._fluent import FluentMixin, T_co
-from ._legacy_state import adopt_legacy_rng_source
 from ._reentrancy import ReentrancyGuard
+from ._replay import adopt_replay
 from ._rng import CompatGenerator, new_rng
+from ._state import UNSUPPORTED, checking_only, state_mode
 from ._state_fields import load_rng, save_rng
 from .errors import DataFlowNotReset, DataFlowTerminated, LengthUnknownError
 
@@ -59,15 +64,26 @@ class DataFlow(FluentMixin[T_co]):
     #: upstream's) sets this to ``True`` to take part in ``state_dict()`` without hooks.
     stateless: ClassVar[bool] = False
 
+    #: A source written by a user whose epoch cannot seek but can be run again (its
+    #: datapoints are a function of its attributes and of ``self.rng`` only) sets this to
+    #: ``True`` in its class body to be checkpointed: resuming rewinds the RNG to the epoch's
+    #: start, runs ``__iter__`` again and skips what was consumed (see :mod:`dataflow._replay`).
+    resumes_by_replay: ClassVar[bool] = False
+
     #: Stages of one family that save the same state (a parallel map on threads, processes
     #: or Ray) share this name, so a state saved by one loads into another.
     _state_kind: ClassVar[str | None] = None
 
+    #: How the class takes part in ``state_dict()``, decided from its body when it is created
+    #: (see :func:`dataflow._state.state_mode`).
+    _state_mode: ClassVar[str] = UNSUPPORTED
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         adopt_legacy_protocol(cls)
-        adopt_legacy_rng_source(cls)  # tensorpack-style random sources checkpoint too
-        forget_loaded_state_on_iter(cls)
+        adopt_replay(cls)
+        cls._state_mode = state_mode(cls, cls._state_mode)
+        start_epochs_through_base(cls)
 
     def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
@@ -143,7 +159,10 @@ class DataFlow(FluentMixin[T_co]):
         raise NotImplementedError
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
-        """Restore :meth:`_get_state`'s output; with ``live`` the next ``__iter__`` continues."""
+        """Restore :meth:`_get_state`'s output. Called by the base class once, when the next
+        epoch starts (right before this stage's ``__iter__`` runs), after ``reset_state()``
+        if the user called it: with ``live`` that epoch continues the saved one, else it is
+        the epoch after the saved state's."""
         raise NotImplementedError
 
     def _state_upstreams(self) -> Sequence[DataFlow[Any]]:
@@ -169,9 +188,10 @@ class DataFlow(FluentMixin[T_co]):
         return len(ups) == 1 and ups[0]._iter_live()
 
     def _track(self, gen: Iterator[Any]) -> Iterator[Any]:
-        """Remember ``gen`` (this epoch's generator) weakly, for :meth:`_iter_live`."""
+        """Remember ``gen`` weakly as this flow's epoch, for :meth:`_iter_live`: what
+        ``__iter__`` does for every stage, for a stage's other way of starting an epoch."""
         if isinstance(gen, GeneratorType):
-            self._epoch_ref = _EpochRef(gen)
+            self.__dict__["_epoch_ref"] = EpochRef(gen)
         return gen
 
     def __exit__(
@@ -181,22 +201,6 @@ class DataFlow(FluentMixin[T_co]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class _EpochRef:
-    """A weak reference to a flow's current epoch generator that pickles as a dead one, so
-    a flow that was iterated can still be sent to workers (a generator never travels)."""
-
-    __slots__ = ("_ref",)
-
-    def __init__(self, gen: GeneratorType[Any] | None) -> None:
-        self._ref = None if gen is None else weakref.ref(gen)
-
-    def __call__(self) -> GeneratorType[Any] | None:
-        return None if self._ref is None else self._ref()
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _EpochRef, (None,)
 
 
 def close_iterator(it: object) -> None:
@@ -281,19 +285,15 @@ class RNGDataFlow(DataFlow[T_co]):
 
     def reset_state(self) -> None:
         self._rng = new_rng(seeding.seed_sequence(self._seed))
-        pending = self.__dict__.pop("_pending_rng", None)
-        if pending is not None:  # load_state_dict came before reset_state
-            load_rng(type(self).__name__, self._rng, pending)
 
     def _save_rng(self) -> dict[str, Any] | None:
         """``self.rng``'s state as plain data (``None`` before ``reset_state()``)."""
         return None if self._rng is None else save_rng(self._rng)
 
     def _load_rng(self, state: Any) -> None:
-        """Restore :meth:`_save_rng`'s output now, or at ``reset_state()`` if not reset yet."""
-        if state is None:
-            return
-        if self._rng is None:
-            self._pending_rng = state
-        else:
-            load_rng(type(self).__name__, self._rng, state)
+        """Restore :meth:`_save_rng`'s output (``None``: nothing to restore). Called from
+        ``_set_state``, which runs when an epoch starts: after ``reset_state()``. While a
+        state is only being checked, it is loaded into a spare generator instead."""
+        if state is not None:
+            rng = new_rng(np.random.SeedSequence(0)) if checking_only() else self.rng
+            load_rng(type(self).__name__, rng, state)

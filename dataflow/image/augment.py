@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import seeding
+from .._state import checking_only
 from .._state_fields import field
 from ..base import DataFlow
 from ..imgaug._random import check_tree, load_tree, save_tree, seeding_from, walk
@@ -65,17 +66,16 @@ class _Augmenting:
     _catch: bool
     _aug_seed: int | None
     _nr_error: int
-    _augs_reset: bool
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """The flows of this module get the mixin's state hooks in their own class, where
         ``dataflow._state`` looks for them (a user's subclass inherits them from there, and
         loses them if it overrides ``__iter__``, like any stage's)."""
-        super().__init_subclass__(**kwargs)
-        if cls.__module__ == __name__:
+        if cls.__module__ == __name__:  # before DataFlow's hook reads the class body
             cls.stateless = False  # type: ignore[attr-defined]
             cls._get_state = _Augmenting._aug_get_state  # type: ignore[attr-defined]
             cls._set_state = _Augmenting._aug_set_state  # type: ignore[attr-defined]
+        super().__init_subclass__(**kwargs)
 
     def _init_augs(self, augmentors: Any, copy: bool, catch_exceptions: bool, seed: int | None) -> None:
         stage = type(self).__name__
@@ -84,7 +84,6 @@ class _Augmenting:
         self._catch = bool(catch_exceptions)
         self._aug_seed = seeding.check_seed(stage, seed)
         self._nr_error = 0
-        self._augs_reset = False
 
     def reset_state(self) -> None:
         self.ds.reset_state()
@@ -94,10 +93,6 @@ class _Augmenting:
             for aug in walk(self.augs):  # parts a custom reset_state() left unseeded
                 if aug.__dict__.get("_rng") is None:
                     ImageAugmentor.reset_state(aug)
-        self._augs_reset = True
-        pending = self.__dict__.pop("_pending_augs", None)
-        if pending is not None:  # load_state_dict came before reset_state
-            load_tree(type(self).__name__, self.augs, pending)
 
     def _failed(self, e: Exception) -> None:
         """Count an augmentation error; re-raise unless ``catch_exceptions``."""
@@ -114,17 +109,15 @@ class _Augmenting:
 
     # -- checkpointing: the upstream's position (nested) plus every augmentor's RNG ---------------
     def _aug_get_state(self, live: bool) -> dict[str, Any]:
-        pending = self.__dict__.get("_pending_augs")
-        return {"augs": pending if pending is not None else save_tree(type(self).__name__, self.augs)}
+        return {"augs": save_tree(type(self).__name__, self.augs)}
 
     def _aug_set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
         augs = field(stage, state, "augs", list)
-        if self._augs_reset:
-            load_tree(stage, self.augs, augs)
-        else:  # applied by reset_state(), which reseeds first
+        if checking_only():  # at load time: the augmentors' RNGs are the stage's own
             check_tree(stage, self.augs, augs)
-            self._pending_augs = augs
+        else:
+            load_tree(stage, self.augs, augs)
 
     def _repr_args(self) -> dict[str, Any]:
         from .._repr import default_repr_args

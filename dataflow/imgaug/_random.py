@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import seeding
 from .._rng import CompatGenerator, new_rng
-from .._state_fields import _from_plain, _to_plain
+from .._state_fields import _to_plain, from_plain
 from ..errors import StateError, StateUnsupportedError
 
 __all__ = ["check_tree", "fork_generation", "fresh_rng", "load_tree", "save_tree", "seeding_from", "walk"]
@@ -144,7 +144,7 @@ def load_tree(stage: str, root: Any, states: Any) -> None:
         if st is None:
             continue
         try:
-            state = _from_plain(st["state"])
+            state = from_plain(st["state"])
             if st["kind"] == "RandomState":
                 rng: Any = np.random.RandomState()
                 rng.set_state(state)

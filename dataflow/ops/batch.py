@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._checks import check_int
-from .._class_hooks import forget_loaded_state
 from .._state_fields import decode_items, encode_items, field
 from ..base import DataFlow, ProxyDataFlow
 from ..errors import LengthUnknownError, StateError
@@ -86,7 +85,7 @@ class BatchData(ProxyDataFlow):
     stateless = True  # between two yields the holder is empty: the position is the upstream's
 
     def __iter__(self) -> Iterator[Any]:
-        return self._track(self._batches(iter(self.ds), self._batch))
+        return self._batches(iter(self.ds), self._batch)
 
     def _epoch_stacked_by(self, stack: StackComponent) -> Iterator[Any] | None:
         """One epoch exactly as ``iter(self)`` gives it, each component batched by ``stack``
@@ -97,7 +96,6 @@ class BatchData(ProxyDataFlow):
         own = (cls.__iter__, cls._batches, cls._batch)
         if self.use_list or own != (BatchData.__iter__, BatchData._batches, BatchData._batch):
             return None
-        forget_loaded_state(self)  # what starting any epoch does
         stage = cls.__name__
         return self._track(self._batches(iter(self.ds), lambda holder: collate(stage, holder, False, stack)))
 
@@ -147,7 +145,7 @@ class BatchDataByShape(BatchData):
     def __iter__(self) -> Iterator[Any]:
         groups = self.__dict__.pop("_resume", None)
         self._groups: dict[tuple[int, ...], list[Any]] = {} if groups is None else groups
-        return self._track(self._by_shape(iter(self.ds), self._groups))
+        return self._by_shape(iter(self.ds), self._groups)
 
     def _by_shape(self, itr: Iterator[Any], groups: dict[tuple[int, ...], list[Any]]) -> Iterator[Any]:
         bs, idx, stage = self.batch_size, self.idx, type(self).__name__
@@ -188,7 +186,6 @@ class BatchDataByShape(BatchData):
         flat = decode_items(stage, state, "groups") if state.get("groups") is not None else []
         if len(shapes) != len(sizes) or sum(sizes) != len(flat):
             raise StateError(f"{stage}: the saved groups are corrupted")
-        self.__dict__.pop("_resume", None)
         if live:
             groups, pos = {}, 0
             for shape, n in zip(shapes, sizes):

@@ -64,7 +64,7 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
                     self._source = save_subtree(self.ds, False)
                 except Exception as e:  # not checkpointable: say so only if a state is asked for
                     self._source = e
-            return self._track(self._first_pass(iter(self.ds)))
+            return self._first_pass(iter(self.ds))
         order: Any = cache
         if self._shuffle:
             self._epoch_rng = self.rng.bit_generator.state
@@ -72,7 +72,7 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
         self._replay = cur = iter(order)
         if resume:
             cur.__setstate__(resume)
-        return self._track(map(cache.__getitem__, cur) if self._shuffle else cur)
+        return map(cache.__getitem__, cur) if self._shuffle else cur
 
     def _first_pass(self, itr: Iterator[Any]) -> Iterator[Any]:
         with self._guard:

@@ -55,7 +55,7 @@ class ConcatData(_MultiUpstream):
 
     def __iter__(self) -> Iterator[Any]:
         self._k = self.__dict__.pop("_resume", 0)
-        return self._track(self._concat(self._k, iter(self.df_lists[self._k])))
+        return self._concat(self._k, iter(self.df_lists[self._k]))
 
     def _concat(self, k: int, itr: Iterator[Any]) -> Iterator[Any]:
         while True:
@@ -74,7 +74,6 @@ class ConcatData(_MultiUpstream):
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         k = int_field(type(self).__name__, state, "flow", 0, len(self.df_lists) - 1)
-        self.__dict__.pop("_resume", None)
         if live:
             self._resume = k
 
@@ -98,7 +97,7 @@ class JoinData(_MultiUpstream):
         return min(len(df) for df in self.df_lists)
 
     def __iter__(self) -> Iterator[Any]:
-        return self._track(self._joined(zip(*self.df_lists)))
+        return self._joined(zip(*self.df_lists))
 
     def _joined(self, zipped: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
         for dps in zipped:
@@ -161,7 +160,7 @@ class RandomChooseData(_MultiUpstream, RNGDataFlow[Any]):
         left = self.__dict__.pop("_resume", None)
         self._chunk: list[int] = left if left is not None else []
         self._chunk_it = iter(self._chunk)
-        return self._track(self._choose(rng, [iter(df) for df in self.df_lists]))
+        return self._choose(rng, [iter(df) for df in self.df_lists])
 
     def _choose(self, rng: np.random.Generator, itrs: list[Iterator[Any]]) -> Iterator[Any]:
         probs, n = self.probs, len(itrs)
@@ -183,7 +182,6 @@ class RandomChooseData(_MultiUpstream, RNGDataFlow[Any]):
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
-        self.__dict__.pop("_resume", None)
         if live and "choices" in state:
             choices = field(stage, state, "choices", list)
             if not all(isinstance(k, int) and 0 <= k < len(self.df_lists) for k in choices):
@@ -222,15 +220,14 @@ class RandomMixData(_MultiUpstream, RNGDataFlow[Any]):
     def __iter__(self) -> Iterator[Any]:
         rng = self.rng
         start = self.__dict__.pop("_resume", None)
-        if start is None:
-            self._epoch_rng = rng.bit_generator.state
+        self._epoch_rng = rng.bit_generator.state  # a resumed epoch's start: just loaded
         sizes = [len(df) for df in self.df_lists]
         order = np.repeat(np.arange(len(sizes)), sizes)
         rng.shuffle(order)
         self._order = cur = iter(order.tolist())
         if start:
             cur.__setstate__(start)
-        return self._track(self._mixed(cur, sizes, [iter(df) for df in self.df_lists]))
+        return self._mixed(cur, sizes, [iter(df) for df in self.df_lists])
 
     def _mixed(self, order: Iterator[int], sizes: list[int], itrs: list[Iterator[Any]]) -> Iterator[Any]:
         for k in order:
@@ -251,7 +248,6 @@ class RandomMixData(_MultiUpstream, RNGDataFlow[Any]):
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
-        self.__dict__.pop("_resume", None)
         if live and "position" in state:
             self._resume = int_field(stage, state, "position")
             self._load_rng(field(stage, state, "epoch_rng", dict))

@@ -73,7 +73,7 @@ class InterleaveData(ProxyDataFlow):
         self._reopen()
         st = self.__dict__.pop("_resume", None) or _Epoch()
         self._st = st
-        return self._track(self._interleave(iter(self.ds), st))
+        return self._interleave(iter(self.ds), st)
 
     def _interleave(self, upstream: Iterator[Any], st: _Epoch) -> Iterator[Any]:
         active, block = st.active, self.block_length
@@ -118,8 +118,6 @@ class InterleaveData(ProxyDataFlow):
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         taken = int_field("InterleaveData", state, "taken", 0, self.block_length - 1)
         subs = field("InterleaveData", state, "subs", list)
-        self.__dict__.pop("_resume", None)
-        self.__dict__.pop("_pending", None)
         if not live:
             return
         elements = decode_items("InterleaveData", state, "elements")

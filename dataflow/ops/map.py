@@ -59,7 +59,7 @@ class MapData(ProxyDataFlow):
 
     def __iter__(self) -> Iterator[Any]:
         if not self.item_rng:
-            return self._track(self._mapped(iter(self.ds)))
+            return self._mapped(iter(self.ds))
         if self._base is None:
             self._base = seeding.item_seed(self._seed)
         start = self.__dict__.pop("_resume", None)
@@ -68,7 +68,7 @@ class MapData(ProxyDataFlow):
         self._index = start or 0
         entropy, key = self._base
         base = (entropy, (*key, *self.__dict__.get("_key", ())))
-        return self._track(self._mapped_rng(iter(self.ds), base, self._epochs, self._index))
+        return self._mapped_rng(iter(self.ds), base, self._epochs, self._index)
 
     def _mapped(self, itr: Iterator[Any]) -> Iterator[Any]:
         func = self.func
@@ -107,7 +107,6 @@ class MapData(ProxyDataFlow):
         # the shard's part of the key is added where the flow runs (see shard_key)
         self._base = (int(base[0]), tuple(int(k) for k in base[1]))
         self._epochs = int_field(stage, state, "epochs")
-        self.__dict__.pop("_resume", None)
         if live:
             self._resume = int_field(stage, state, "index")
 
@@ -129,7 +128,7 @@ class MapDataComponent(ProxyDataFlow):
     stateless = True
 
     def __iter__(self) -> Iterator[Any]:
-        return self._track(self._mapped(iter(self.ds)))
+        return self._mapped(iter(self.ds))
 
     def _mapped(self, itr: Iterator[Any]) -> Iterator[Any]:
         func, index, stage = self.func, self.index, type(self).__name__
@@ -174,7 +173,7 @@ class SelectComponent(ProxyDataFlow):
     stateless = True
 
     def __iter__(self) -> Iterator[Any]:
-        return self._track(self._selected(iter(self.ds)))
+        return self._selected(iter(self.ds))
 
     def _selected(self, itr: Iterator[Any]) -> Iterator[Any]:
         idxs = self.idxs

@@ -45,7 +45,7 @@ class RepeatedData(ProxyDataFlow):
     def __iter__(self) -> Iterator[Any]:
         done = self.__dict__.pop("_resume", None)
         self._done = done or 0
-        return self._track(self._repeat(self._done, done is not None, iter(self.ds)))
+        return self._repeat(self._done, done is not None, iter(self.ds))
 
     def _repeat(self, n: int, resumed: bool, itr: Iterator[Any]) -> Iterator[Any]:
         num = self.num
@@ -68,7 +68,6 @@ class RepeatedData(ProxyDataFlow):
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         done = int_field(type(self).__name__, state, "done")
-        self.__dict__.pop("_resume", None)
         if live:
             self._resume = done
 
@@ -88,7 +87,7 @@ class RepeatedDataPoint(ProxyDataFlow):
     def __iter__(self) -> Iterator[Any]:
         resume = self.__dict__.pop("_resume", None)
         self._rep = None if resume is None else (resume[0], iter(range(resume[1])))
-        return self._track(self._points(self._rep, iter(self.ds)))
+        return self._points(self._rep, iter(self.ds))
 
     def _points(self, resume: tuple[Any, Iterator[int]] | None, itr: Iterator[Any]) -> Iterator[Any]:
         num = self.num
@@ -115,7 +114,6 @@ class RepeatedDataPoint(ProxyDataFlow):
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
         left = int_field(stage, state, "left", 0, self.num)
-        self.__dict__.pop("_resume", None)
         if live and left:
             self._resume = (decode_items(stage, state, "datapoint")[0], left)
 
@@ -151,7 +149,7 @@ class FixedSizeData(ProxyDataFlow):
         self._counter = counter
         itr = self._itr if self._itr is not None else iter(self.ds)
         self._itr = None
-        return self._track(self._fixed(counter, itr))
+        return self._fixed(counter, itr)
 
     def _fixed(self, counter: Iterator[int], itr: Iterator[Any]) -> Iterator[Any]:
         with self._guard:
@@ -180,7 +178,6 @@ class FixedSizeData(ProxyDataFlow):
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         position = int_field(type(self).__name__, state, "position", 0, self._size)
         self._itr = None  # a kept upstream iterator is the upstream's own state now
-        self.__dict__.pop("_resume", None)
         if live and position:
             self._resume = position
 
@@ -210,7 +207,7 @@ class TakeData(ProxyDataFlow):
         if start:
             counter.__setstate__(start)  # type: ignore[attr-defined]
         self._counter = counter
-        return self._track(self._take(counter, iter(self.ds)))
+        return self._take(counter, iter(self.ds))
 
     def _take(self, counter: Iterator[int], itr: Iterator[Any]) -> Iterator[Any]:
         try:
@@ -224,6 +221,5 @@ class TakeData(ProxyDataFlow):
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         taken = int_field(type(self).__name__, state, "taken", 0, self.n)
-        self.__dict__.pop("_resume", None)
         if live and taken:
             self._resume = taken

@@ -86,7 +86,7 @@ class ShardData(ProxyDataFlow):
             return iter(self.ds)  # the source visits this shard only
         resume = self.__dict__.pop("_resume", None)
         self._pos, self._first, self._padded = (0, [], False) if resume is None else resume
-        return self._track(self._by_position(iter(self.ds)))
+        return self._by_position(iter(self.ds))
 
     def _by_position(self, itr: Iterator[Any]) -> Iterator[Any]:
         """Yields only at the end of a row (``equal``) or at this rank's column, so that at
@@ -139,7 +139,6 @@ class ShardData(ProxyDataFlow):
                 f"shard {self.index} of {self.num_shards}; each rank loads its own state, or convert "
                 f"all ranks' states with dataflow.checkpoint.reshard(states, num_shards)"
             )
-        self.__dict__.pop("_resume", None)
         if live and not self.by_index:
             first = decode_items(stage, state, "first") if self.spec.pad else []
             padded = bool(field(stage, state, "padded", bool))

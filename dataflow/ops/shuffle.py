@@ -68,7 +68,7 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow[Any]):
         rng = self.rng
         st = self.__dict__.pop("_resume", None) or _Epoch()
         self._st = st
-        return self._track(self._shuffled(iter(self.ds), st, rng))
+        return self._shuffled(iter(self.ds), st, rng)
 
     def _shuffled(self, itr: Iterator[Any], st: _Epoch, rng: np.random.Generator) -> Iterator[Any]:
         if st.drain is None:
@@ -138,7 +138,6 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow[Any]):
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
         rng = field(stage, state, "rng", (dict, type(None)))
-        self.__dict__.pop("_resume", None)
         if live and "draining" in state:
             st = _Epoch()
             st.buf = decode_items(stage, state, "draining")

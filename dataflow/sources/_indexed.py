@@ -38,6 +38,8 @@ class IndexedSource(RNGDataFlow[T_co]):
     _cursor: Iterator[int] | None = None
     _order_len: int = 0
     _chain: tuple[Level, ...] = ()
+    _epoch_rng: Mapping[str, Any] | None = None  # the RNG's state when the epoch began
+    _resume_position: int | None = None  # set by _set_state: the next epoch continues from here
 
     def _num_items(self) -> int:
         raise NotImplementedError
@@ -66,15 +68,13 @@ class IndexedSource(RNGDataFlow[T_co]):
         self._shard = spec
 
     def __iter__(self) -> Iterator[Any]:
-        resume = self.__dict__.pop("_resume", None)
+        start, self._resume_position = self._resume_position, None
         rng = self.rng if self._shuffle else None  # raises before reset_state when shuffling
-        if resume is None:
+        if start is None:
             self._epochs += 1
             self._chain = ()
-            self._epoch_rng = None if rng is None else rng.bit_generator.state
             start = 0
-        else:
-            start = resume
+        self._epoch_rng = None if rng is None else rng.bit_generator.state  # resumed: just loaded
         total = self._num_items()
         perm = None if rng is None else rng.permutation(total)
         order = epoch_order(total, perm, self._shard, self._chain)
@@ -102,7 +102,7 @@ class IndexedSource(RNGDataFlow[T_co]):
         }
         if live:
             state["position"] = self._position()
-            epoch_rng = self.__dict__.get("_epoch_rng")
+            epoch_rng = self._epoch_rng
             state["epoch_rng"] = None if epoch_rng is None else plain_rng_state(epoch_rng)
             state["reshard"] = [[spec.as_list(), list(k)] for spec, k in self._chain]
         return state
@@ -131,12 +131,11 @@ class IndexedSource(RNGDataFlow[T_co]):
             )
         self._epochs = int_field(stage, state, "epochs")
         if not live:
-            self.__dict__.pop("_resume", None)
             if self._shuffle:
                 self._load_rng(field(stage, state, "rng", dict))
             return
         self._chain = chain
-        self._resume = int_field(stage, state, "position")
+        self._resume_position = int_field(stage, state, "position")
         if self._shuffle:  # draw the interrupted epoch's permutation again
             self._load_rng(field(stage, state, "epoch_rng", dict))
 

@@ -122,9 +122,6 @@ class FakeData(RNGDataFlow[Any]):
         super().reset_state()
         if not self.random:
             self._fixed = [_sampler(self.rng, *c)() for c in self._components]
-        pending = self.__dict__.pop("_pending_fixed", None)
-        if pending is not None:
-            self._fixed = pending
 
     def __iter__(self) -> Iterator[list[Any]]:
         draws = [_sampler(self.rng, *c) for c in self._components]  # rng: raises before reset
@@ -134,8 +131,8 @@ class FakeData(RNGDataFlow[Any]):
             counter.__setstate__(start)  # type: ignore[attr-defined]
         self._counter = counter
         if not self.random:
-            return self._track(self._same(counter, self._fixed))
-        return self._track(self._drawn(counter, draws))
+            return self._same(counter, self._fixed)
+        return self._drawn(counter, draws)
 
     @staticmethod
     def _same(counter: Iterator[int], fixed: list[np.ndarray]) -> Iterator[list[Any]]:
@@ -164,10 +161,6 @@ class FakeData(RNGDataFlow[Any]):
         fixed = None if self.random else decode_items("FakeData", state, "fixed")
         self._load_rng(rng)
         if fixed is not None:
-            if self._rng is None:
-                self._pending_fixed = fixed
-            else:
-                self._fixed = fixed
-        self.__dict__.pop("_resume", None)
+            self._fixed = fixed
         if live and position:
             self._resume = position

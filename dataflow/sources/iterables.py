@@ -98,7 +98,7 @@ class DataFromIterable(DataFlow[T_co]):
             for _ in islice(it, skip):
                 pass
         self._cursor = counter
-        return self._track(_closing(counter, it))
+        return _closing(counter, it)
 
     def _read_once(self, it: Iterator[Any]) -> Iterator[Any]:
         with self._guard:  # a one-pass iterator: one epoch, never two at once
@@ -144,7 +144,6 @@ class DataFromIterable(DataFlow[T_co]):
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
         self._epochs = int_field(stage, state, "epochs")
-        self.__dict__.pop("_resume", None)
         if live:
             pos = int_field(stage, state, "position")
             if pos:

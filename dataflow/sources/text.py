@@ -65,14 +65,12 @@ class TextLineData(RNGDataFlow[Any]):
 
     def __iter__(self) -> Iterator[list[str]]:
         rng = self.rng  # raises before reset_state
-        resume = self.__dict__.pop("_resume", None)
-        if resume is None:
-            self._epoch_rng = rng.bit_generator.state
-            resume = (0, 0)
+        resume = self.__dict__.pop("_resume", None) or (0, 0)
+        self._epoch_rng = rng.bit_generator.state  # a resumed epoch's start: just loaded
         perm = rng.permutation(len(self.paths)).tolist()
         paths = [self.paths[i] for i in perm] if self._shuffle else self.paths
         self._where: list[Any] = [resume[0], None]  # file index, open file
-        return self._track(self._lines(paths, *resume))
+        return self._lines(paths, *resume)
 
     def _lines(self, paths: list[str], first: int, offset: int) -> Iterator[list[str]]:
         where, strip = self._where, self.strip_newline
@@ -104,7 +102,6 @@ class TextLineData(RNGDataFlow[Any]):
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
         check_file_count(stage, state, len(self.paths))
-        self.__dict__.pop("_resume", None)
         if not live or "file" not in state:
             self._load_rng(field(stage, state, "rng", (dict, type(None))))
             return

@@ -163,7 +163,7 @@ class PrintData(ProxyDataFlow):
 
     def __iter__(self) -> Iterator[Any]:
         epoch, self._epoch = self._epoch, self._epoch + 1
-        return self._track(self._print(epoch, iter(self.ds)))  # the epoch begins at iter()
+        return self._print(epoch, iter(self.ds))  # the epoch begins at iter()
 
     def _print(self, epoch: int, it: Iterator[Any]) -> Iterator[Any]:
         if self.num:

@@ -66,13 +66,31 @@ def test_tensorpack_style_rng_source_runs_and_reproduces_with_set_seed() -> None
         assert sorted(dp[6]) == [0, 1, 2] and 0 <= dp[7] < 1 and 1 <= dp[8] <= 3
 
 
-def test_tensorpack_style_rng_source_checkpoints_and_resumes_exactly() -> None:
-    assert check_resume(lambda: TensorpackSource(5), epochs=2) > 10
-    assert check_resume(lambda: BatchData(TensorpackSource(7), 3), epochs=2) > 4
+class ReplayedSource(TensorpackSource):
+    """The same source, opted in to resuming by replay."""
+
+    resumes_by_replay = True
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return super().__iter__()
 
 
-def test_legacy_source_resume_rejects_a_state_of_another_pipeline() -> None:
-    df = TensorpackSource(4)
+def test_tensorpack_style_rng_source_refuses_to_checkpoint_until_it_opts_in() -> None:
+    df = TensorpackSource(5)
+    df.reset_state()
+    it = iter(df)
+    next(it)
+    with pytest.raises(dataflow.StateUnsupportedError, match="resumes_by_replay = True"):
+        df.state_dict()
+
+
+def test_rng_source_opted_in_to_replay_checkpoints_and_resumes_exactly() -> None:
+    assert check_resume(lambda: ReplayedSource(5), epochs=2) > 10
+    assert check_resume(lambda: BatchData(ReplayedSource(7), 3), epochs=2) > 4
+
+
+def test_replayed_source_resume_rejects_a_state_of_another_pipeline() -> None:
+    df = ReplayedSource(4)
     df.reset_state()
     next(iter(df))
     state = df.state_dict()
