@@ -22,7 +22,6 @@ from dataflow.formats import (
     NumpySerializer,
     TFRecordData,
     TFRecordSerializer,
-    lmdb_format,
     tfrecord,
 )
 from tests.checkpoint._harness import check_resume
@@ -94,7 +93,7 @@ def test_lmdb_resume_reads_no_consumed_entry(files: dict[str, str], monkeypatch:
         next(it)
     state = df.state_dict()
     decoded: list[Any] = []
-    real = lmdb_format.codec.loads
+    real = D.codec.loads
 
     def spy(data: Any) -> Any:
         out = real(data)
@@ -102,7 +101,7 @@ def test_lmdb_resume_reads_no_consumed_entry(files: dict[str, str], monkeypatch:
             decoded.append(out[0])
         return out
 
-    monkeypatch.setattr(lmdb_format.codec, "loads", spy)
+    monkeypatch.setattr(D.codec, "loads", spy)
     again = LMDBSerializer.load(files["db.lmdb"], shuffle=False)
     again.load_state_dict(state)
     again.reset_state()
