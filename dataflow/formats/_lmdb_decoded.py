@@ -10,8 +10,8 @@ from typing import Any
 
 from .. import codec
 from ._common import FormatError, PathType
+from ._lmdb_data import LMDBData
 from ._lmdb_layout import META_KEY, TENSORPACK_KEYS, data_key
-from .lmdb_format import LMDBData
 
 __all__ = ["SerializedLMDB"]
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import codec
+from ._atomic import atomic_write
 from ._common import FormatError, check_meta, make_meta
 from ._crc32c import crc32c, crc32c_parts, mask, masked_crc32c
 
@@ -254,8 +255,6 @@ def write_index(path: str, verify_crc: bool = True) -> int:
         for index, offset, data in read_records(stage, path, verify_crc)
         if index or data[:8] != HEADER_MAGIC  # the header of an older file of ours is no record
     ]
-    from ._atomic import atomic_write
-
     ipath = index_path(path)
     with atomic_write(stage, ipath, overwrite=True) as tmp:
         write_index_file(tmp, offsets, os.path.getsize(path))

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..base import DataFlow
 from ._common import FormatError, PathType
-from .lmdb_format import LMDBData, LMDBDataDecoder
+from ._lmdb_data import LMDBData
+from ._lmdb_decoder import LMDBDataDecoder
 
 __all__ = ["CaffeLMDB", "decode_datum"]
 

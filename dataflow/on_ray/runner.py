@@ -38,13 +38,13 @@ from typing import Any
 
 from .. import seeding
 from .._checks import check_int, check_timeout
+from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, LengthUnknownError
+from ..errors import DataFlowNotReset, LengthUnknownError, StateError
 from ..parallel import _messages as msg
 from ..parallel._pool import resolve_shm_bytes
 from ._connect import actor_options, connected_ray
 from ._flow_actor import FlowActor, Start
-from ._runner_state import get_state, set_state
 from ._workers import Workers
 
 __all__ = ["RayRunner"]
@@ -86,7 +86,7 @@ class RayRunner(DataFlow[Any]):
             store again. Workers on other nodes always use the object store.
     """
 
-    _resume: int  # set only by a live load (_runner_state.py); the next __iter__ takes it
+    _resume: int  # set only by a live load (_set_state); the next __iter__ takes it
 
     def __init__(
         self,
@@ -290,9 +290,80 @@ class RayRunner(DataFlow[Any]):
                 self._yielded += 1
                 yield current.popleft()
 
-    # -- checkpoints: the state, its snapshot and its checks are in _runner_state.py ------
+    # -- checkpoints ----------------------------------------------------------------------
+    # The state: every worker's flow state, taken right after the pulls already sent, the
+    # chunks received but not yielded, the round-robin position; checked on load against
+    # num_workers and shard.
+    def _snapshot(self) -> list[Any]:
+        """Every worker's flow state right after the pulls already sent (whose chunks are
+        received into the queues meanwhile)."""
+        workers = self._workers
+        asked = [(actor, actor.state.remote()) for actor in workers.actors]
+        for w in range(self.num_workers):
+            self._drain(w)
+        states = [workers.state(w, actor, ref, self._drain) for w, (actor, ref) in enumerate(asked)]
+        for state in states:
+            if isinstance(state, msg.ErrorRecord):
+                raise msg.error_for(type(self).__name__, state)
+        for w in range(self.num_workers):
+            self._top_up(w)
+        return states
+
+    def _drain(self, w: int) -> None:
+        """Receive worker ``w``'s pulls in flight into its queue."""
+        while self._workers.inflight[w]:
+            self._receive(w)
+
     def _get_state(self, live: bool) -> dict[str, Any]:
-        return get_state(self, live)
+        stage = type(self).__name__
+        saved = self._loaded or ([None] * self.num_workers, [])
+        states = self._snapshot() if self._workers.actors else saved[0]
+        queues = [
+            [
+                {"items": encode_items(stage, items, "datapoints received") if items else None, "ended": e}
+                for items, e in queue
+            ]
+            for queue in self._queues
+        ]
+        current = list(self._current)
+        return {
+            "num_workers": self.num_workers,
+            "shard": self.sharded,
+            "workers": states,
+            "queues": queues,
+            "current": encode_items(stage, current, "datapoints received") if current else None,
+            "turn": self._turn,
+            "pass": self._pass,
+            "ended": list(self._ended),
+            "yielded": self._yielded if live else 0,
+        }
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
-        set_state(self, state, live)
+        stage = type(self).__name__
+        num = int_field(stage, state, "num_workers", 1)
+        if num != self.num_workers or bool(state.get("shard")) != self.sharded:
+            raise StateError(
+                f"{stage}: the state was saved with num_workers={num}, shard={bool(state.get('shard'))}; "
+                f"this runner has num_workers={self.num_workers}, shard={self.sharded}: each worker "
+                f"resumes its own copy, so resume with the same ones"
+            )
+        workers = field(stage, state, "workers", list)
+        queues, ended = field(stage, state, "queues", list), field(stage, state, "ended", list)
+        if len(workers) != num or len(queues) != num or len(ended) != num:
+            raise StateError(f"{stage}: the saved worker states are corrupted")
+        self._queues = [deque((_items(stage, c, "items"), bool(c["ended"])) for c in q) for q in queues]
+        self._current = deque(_items(stage, state, "current"))
+        self._turn, self._pass = int_field(stage, state, "turn", 0), int_field(stage, state, "pass", 0)
+        self._ended = [bool(e) for e in ended]
+        self.__dict__.pop("_resume", None)
+        if live:  # else the next __iter__ begins an epoch (a new pass, in shard mode)
+            self._resume = int_field(stage, state, "yielded", 0)
+        was_running = bool(self._workers.actors)
+        self._loaded = (workers, self._ended)
+        if was_running:  # loaded after reset_state: start the workers again from it
+            self.reset_state()
+
+
+def _items(stage: str, state: Mapping[str, Any], key: str) -> list[Any]:
+    """The datapoints encoded under ``state[key]`` (none if it is ``None``)."""
+    return decode_items(stage, state, key) if state.get(key) is not None else []

@@ -1,9 +1,9 @@
 """The sending side of :mod:`dataflow.parallel.remote`: :func:`send_dataflow_zmq` pushes one
 flow's datapoints (small ones in groups, large ones alone as frames) to a receiver, and fails
 with ``PermissionError`` when the receiver refuses the CURVE handshake. It also owns what
-both sides share: the message markers, the poll period and the CURVE key-pair check.
-:mod:`dataflow.parallel.remote` re-exports the public names; this module imports it only
-inside :func:`send_dataflow_zmq`, for the group bounds a user may have set there."""
+both sides share: the message markers, the poll period and the CURVE key-pair check, which
+the receiver (:mod:`dataflow.parallel.remote`, which re-exports the sender) imports from
+here. This module imports nothing of the receiver's."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ from ..base import DataFlow
 
 _END = b"DF-END"
 _GROUP = b"DF-GROUP"
-# The bounds of a group message: remote.py re-exports them with their documentation, and the
-# sender reads them from there when it starts (so that setting remote.GROUP_* takes effect).
+#: datapoints whose arrays/bytes (top-level components) hold fewer bytes travel in groups
 GROUP_ITEM_BYTES = 64 * 1024
+#: datapoints per group message at most
 GROUP_MAX = 256
+#: seconds: the longest a datapoint waits on the sender for others to join its group
 GROUP_PERIOD = 0.001
 _HANDSHAKE_FAILED = (
     zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -96,9 +97,7 @@ def send_dataflow_zmq(
             total = None if loop else len(df)
         except (TypeError, NotImplementedError):
             total = None
-        from . import remote  # the public home of the bounds (imported here: no cycle)
-
-        group_max, group_period, item_bytes = remote.GROUP_MAX, remote.GROUP_PERIOD, remote.GROUP_ITEM_BYTES
+        group_max, group_period, item_bytes = GROUP_MAX, GROUP_PERIOD, GROUP_ITEM_BYTES
         n = 0
         pending: list[Any] = []
         clock = time.perf_counter

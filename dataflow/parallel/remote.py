@@ -11,12 +11,12 @@ producers, :class:`RemoteDataZMQ` on the trainer.
   public key (:func:`generate_curve_keypair`). Unknown senders are refused by the handshake.
 - Arrays are sent as separate frames without copying (:func:`dataflow.codec.dumps_frames`)
   and received as writable views of the frames.
-- **Small datapoints travel in groups:** the sender gathers datapoints under
-  :data:`GROUP_ITEM_BYTES` into one message (``[GROUP, codec.dumps(list)]``) of up to
-  :data:`GROUP_MAX` of them, or what came within :data:`GROUP_PERIOD` s: one message and one
-  codec call per group instead of per datapoint. A large datapoint still goes alone, as
-  frames, after the group before it (per-sender order is kept); so does a datapoint that
-  comes alone within the period (a slow stream is not delayed).
+- **Small datapoints travel in groups:** the sender gathers datapoints under 64 KiB into one
+  message (``[GROUP, codec.dumps(list)]``) of up to 256 of them, or what came within 1 ms:
+  one message and one codec call per group instead of per datapoint. A large datapoint still
+  goes alone, as frames, after the group before it (per-sender order is kept); so does a
+  datapoint that comes alone within the period (a slow stream is not delayed). The sender
+  lives in :mod:`._remote_send`, with what both sides share; this module re-exports it.
 """
 
 from __future__ import annotations
@@ -33,26 +33,16 @@ from .._checks import check_int, check_timeout
 from .._warn import warn
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, FormatError, StateUnsupportedError
-from . import _remote_send
 from ._interrupts import blocked_signals, deferred_sigint
 from ._messages import recv_parts
 from ._remote_send import _END, _GROUP, _POLL_MS, KeyPair, _check_keypair, send_dataflow_zmq
 
 __all__ = [
-    "GROUP_ITEM_BYTES",
-    "GROUP_MAX",
-    "GROUP_PERIOD",
     "RemoteDataZMQ",
     "generate_curve_keypair",
     "send_dataflow_zmq",
 ]
 
-#: datapoints whose arrays/bytes (top-level components) hold fewer bytes travel in groups
-GROUP_ITEM_BYTES = _remote_send.GROUP_ITEM_BYTES
-#: datapoints per group message at most
-GROUP_MAX = _remote_send.GROUP_MAX
-#: seconds: the longest a datapoint waits on the sender for others to join its group
-GROUP_PERIOD = _remote_send.GROUP_PERIOD
 _SKIPPED = object()  # a message that was counted as malformed, not a datapoint
 
 

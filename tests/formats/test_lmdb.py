@@ -13,7 +13,7 @@ import pytest
 from dataflow import codec
 from dataflow.errors import DataFlowNotReset
 from dataflow.formats import FormatError, LMDBData, LMDBDataDecoder, LMDBSerializer
-from dataflow.formats.lmdb_format import META_KEY
+from dataflow.formats._lmdb_layout import META_KEY
 from dataflow.sources import DataFromList
 
 from ._util import FailingFlow

@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from dataflow import codec
-from dataflow.parallel import remote
+from dataflow.parallel import _remote_send
 from dataflow.parallel.remote import RemoteDataZMQ
 from dataflow.sources import DataFromList
 from tests.parallel.test_remote import (
@@ -45,7 +45,7 @@ class _Counting:
 
 def test_small_datapoints_arrive_in_order_in_fewer_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = _Counting(monkeypatch)
-    monkeypatch.setattr(remote, "GROUP_PERIOD", 3600.0)  # only the count bound closes a group
+    monkeypatch.setattr(_remote_send, "GROUP_PERIOD", 3600.0)  # only the count bound closes a group
     addr, n = tcp_addr(), 1000
     with RemoteDataZMQ(addr, timeout=RECV_TIMEOUT) as df:
         df.reset_state()
@@ -55,14 +55,14 @@ def test_small_datapoints_arrive_in_order_in_fewer_messages(monkeypatch: pytest.
         assert df.malformed == 0
     assert by_sender(received) == {0: list(range(n))}
     groups = [m for m in spy.messages if m[0] == b"DF-GROUP"]
-    assert len(groups) == -(-n // remote.GROUP_MAX)  # 1000 datapoints: 4 messages
+    assert len(groups) == -(-n // _remote_send.GROUP_MAX)  # 1000 datapoints: 4 messages
     assert len(spy.messages) == len(groups) + 1  # + the end marker
 
 
 def test_large_datapoints_go_alone_between_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = _Counting(monkeypatch)
-    monkeypatch.setattr(remote, "GROUP_PERIOD", 3600.0)
-    big = np.arange(remote.GROUP_ITEM_BYTES // 4, dtype=np.float32)  # exactly the limit: alone
+    monkeypatch.setattr(_remote_send, "GROUP_PERIOD", 3600.0)
+    big = np.arange(_remote_send.GROUP_ITEM_BYTES // 4, dtype=np.float32)  # exactly the limit: alone
     dps: list[Any] = [[i, np.float32(i)] for i in range(5)] + [[5, big]]
     dps += [[i, np.float32(i)] for i in (6, 7)]
     addr = tcp_addr()
@@ -80,7 +80,7 @@ def test_large_datapoints_go_alone_between_groups(monkeypatch: pytest.MonkeyPatc
 
 def test_a_lone_datapoint_is_not_held_back(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = _Counting(monkeypatch)
-    monkeypatch.setattr(remote, "GROUP_PERIOD", 0.0)  # every datapoint's period is over at once
+    monkeypatch.setattr(_remote_send, "GROUP_PERIOD", 0.0)  # every datapoint's period is over at once
     addr = tcp_addr()
     with RemoteDataZMQ(addr, timeout=RECV_TIMEOUT) as df:
         df.reset_state()
