@@ -213,7 +213,7 @@ def check_chain(
             at = to
         advance(df, at, where[-1], got)
     except Exception as err:
-        err.add_note(f"check_chain: preempted at epoch:taken {chain}; the failing copy resumed from {at}")
+        err.add_note(f"check_chain: preempted at epoch:taken {chain}; the failing copy started at {at}")
         raise
     finally:
         df.close()

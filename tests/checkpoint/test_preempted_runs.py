@@ -89,3 +89,31 @@ def test_process_runner_preempted_three_times_continues_every_worker_stream() ->
     for cuts in ([(0, 2, True), (1, 0, False), (1, 3, True)], [(0, n - 1, True), (0, n, True), (1, 1, True)]):
         at = [where.index(c) for c in cuts]
         check_chain(_runner, at, EPOCHS, reference=reference, worker_of=_worker_of)
+
+
+def _ordered_maps() -> dict[str, Any]:
+    from tests.checkpoint._flows import double, drop_some
+
+    def src() -> D.DataFlow:
+        return D.DataFromList([[i, np.full(2, i, np.int16)] for i in range(9)], shuffle=False)
+
+    return {
+        "MultiThreadMapData": lambda: D.MultiThreadMapData(src(), 2, drop_some, strict=True, ordered=True,
+                                                           timeout=60),
+        "MultiProcessMapDataZMQ": lambda: D.MultiProcessMapDataZMQ(src(), 2, drop_some, strict=True,
+                                                                   ordered=True, timeout=60),
+        "MultiProcessMapData": lambda: D.MultiProcessMapData(src(), 2, double, ordered=True, timeout=60),
+    }
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", sorted(_ordered_maps()))
+def test_ordered_map_over_a_plain_source_resumed_and_saved_again_in_a_later_epoch(name: str) -> None:
+    """An ordered 2-worker map (strict with dropped results, or tensorpack's endless one) over
+    an unshuffled source: resumed in epoch 1 and saved again there, or resumed between epochs
+    and saved again, the next resume still continues the uninterrupted stream."""
+    build = _ordered_maps()[name]
+    reference = reference_run(build, EPOCHS)
+    where = positions([len(ep) for ep in reference])
+    for cuts in ([(1, 2, True), (1, 3, True)], [(1, 0, False), (1, 1, True)]):
+        check_chain(build, [where.index(c) for c in cuts], EPOCHS, reference=reference)
