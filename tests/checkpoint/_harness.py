@@ -16,14 +16,31 @@ from: a checkpoint taken right after resuming holds the same position.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from dataflow import DataFlow, codec, seeding
 
-__all__ = ["canon", "check_resume", "cut_and_save", "run_epochs"]
+__all__ = [
+    "Position",
+    "advance",
+    "canon",
+    "check_chain",
+    "check_resume",
+    "cut_and_save",
+    "positions",
+    "reference_run",
+    "run_epochs",
+    "worker_reference",
+]
+
+#: ``(epoch, taken, live)``: ``taken`` datapoints of ``epoch`` consumed; ``live``: its iterator
+#: is open (``taken`` may be the whole epoch, before ``StopIteration`` was seen); not live:
+#: ``epoch`` epochs are over and the next iterator is not opened yet (``(0, 0, False)``: right
+#: after ``reset_state()``).
+Position = tuple[int, int, bool]
 
 
 def canon(x: Any) -> Any:
@@ -119,3 +136,130 @@ def check_resume(
         first.close()
         second.close()
     return len(cuts)
+
+
+def positions(lengths: Sequence[int]) -> list[Position]:
+    """Every cut of a run whose epochs have these lengths, in stream order, and the end."""
+    out: list[Position] = []
+    for e, n in enumerate(lengths):
+        out.append((e, 0, False))
+        out += [(e, m, True) for m in range(n + 1)]
+    return [*out, (len(lengths), 0, False)]
+
+
+def reference_run(build: Callable[[], DataFlow], epochs: int, seed: int | None = 1234) -> list[list[Any]]:
+    """The uninterrupted stream of ``epochs`` epochs (canonical datapoints)."""
+    df = _build(build, seed)
+    try:
+        df.reset_state()
+        return run_epochs(df, epochs)
+    finally:
+        df.close()
+
+
+def advance(df: DataFlow, at: Position, to: Position, got: list[list[Any]]) -> Iterator[Any] | None:
+    """Consume ``df``, which is at ``at``, up to ``to``, appending to ``got[epoch]``. Returns the
+    open iterator when ``to`` is inside an epoch (keep it alive while saving)."""
+    e, m, live = at
+    while True:
+        if not live and to == (e, 0, False):
+            return None
+        it = iter(df)  # a resumed flow's first iterator continues its epoch
+        if to[2] and to[0] == e:
+            for _ in range(to[1] - m):
+                got[e].append(canon(next(it)))
+            return it
+        got[e].extend(canon(dp) for dp in it)
+        e, m, live = e + 1, 0, False
+
+
+def check_chain(
+    build: Callable[[], DataFlow],
+    cuts: Sequence[int],
+    epochs: int = 2,
+    seed: int | None = 1234,
+    reference: list[list[Any]] | None = None,
+    worker_of: Callable[[Any], Any] | None = None,
+) -> None:
+    """Run ``build()`` preempted at each of ``cuts`` (indices into :func:`positions` of the
+    uninterrupted run, taken in order; repeats allowed), each time saving the state, passing
+    it through the codec and resuming a freshly built copy (loaded before ``reset_state()``
+    at odd steps, after it at even ones, with another global seed each time); check that all
+    the copies yielded together equal the uninterrupted ``reference`` (computed when not given).
+    With ``worker_of`` (the worker that produced a canonical datapoint), check per worker."""
+    if reference is None:
+        reference = reference_run(build, epochs, seed)
+    lengths = [len(ep) for ep in reference[:epochs]]
+    where = positions(lengths)
+    cut_at = [where[c] for c in sorted(cuts)]
+    got: list[list[Any]] = [[] for _ in range(epochs)]
+    at: Position = (0, 0, False)
+    chain = " -> ".join(f"{e}:{m}{'' if live else ' (between epochs)'}" for e, m, live in cut_at)
+    df = _build(build, seed)
+    df.reset_state()
+    try:
+        for k, to in enumerate(cut_at):
+            it = advance(df, at, to, got)
+            state = codec.loads(codec.dumps(df.state_dict()))
+            del it
+            df.close()
+            df = _build(build, None if seed is None else seed + 1 + k)
+            if k % 2:
+                df.load_state_dict(state)
+                df.reset_state()
+            else:
+                df.reset_state()
+                df.load_state_dict(state)
+            at = to
+        advance(df, at, where[-1], got)
+    except Exception as err:
+        err.add_note(f"check_chain: preempted at epoch:taken {chain}; the failing copy started at {at}")
+        raise
+    finally:
+        df.close()
+    if worker_of is None:
+        assert got == reference[:epochs], (
+            f"preempted at epoch:taken {chain}, the resumed stream differs:\n got      {got}\n"
+            f" expected {reference[:epochs]}"
+        )
+        return
+    sizes = [len(ep) for ep in got]
+    assert sizes == lengths, f"preempted at epoch:taken {chain}: epochs of {sizes} datapoints, not {lengths}"
+    per_got = _per_worker([dp for ep in got for dp in ep], worker_of)
+    per_ref = _per_worker([dp for ep in reference for dp in ep], worker_of)
+    for worker, stream in per_got.items():
+        ref = per_ref.get(worker, [])
+        assert len(stream) <= len(ref), f"worker {worker}: reference too short ({len(ref)} < {len(stream)})"
+        assert stream == ref[: len(stream)], (
+            f"preempted at {chain}, worker {worker}'s stream differs:\n got      {stream}\n"
+            f" expected {ref[: len(stream)]}"
+        )
+
+
+def worker_reference(
+    build: Callable[[], DataFlow], epochs: int, worker_of: Callable[[Any], Any], workers: int,
+    seed: int | None = 1234,
+) -> list[list[Any]]:
+    """An uninterrupted run of at least ``epochs`` epochs, long enough that each of the
+    ``workers`` streams holds as many datapoints as ``epochs`` epochs (so that any interleaving
+    of a resumed chain stays inside it)."""
+    df = _build(build, seed)
+    df.reset_state()
+    try:
+        out = run_epochs(df, epochs)
+        need = sum(len(ep) for ep in out)
+        for _ in range(300):
+            per = _per_worker([dp for ep in out for dp in ep], worker_of)
+            if len(per) == workers and min(len(v) for v in per.values()) >= need:
+                break
+            out += run_epochs(df, 1)
+        return out
+    finally:
+        df.close()
+
+
+def _per_worker(items: list[Any], worker_of: Callable[[Any], Any]) -> dict[Any, list[Any]]:
+    out: dict[Any, list[Any]] = {}
+    for dp in items:
+        out.setdefault(worker_of(dp), []).append(dp)
+    return out

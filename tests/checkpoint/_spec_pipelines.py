@@ -4,16 +4,39 @@ A spec is a dict of ints/bools/strings (hypothesis draws it; JSON carries it to 
 ``n`` source size, ``shuffle`` the source, ``aug`` a per-item-random map, ``buffer`` a shuffle
 buffer size (0: none), ``parallel`` one of ``none | thread | fork | spawn`` with ``workers``
 (an ordered map of 2 or 3 workers), ``batch`` (0: none) and ``remainder``, ``shard`` (0: none, else
-``[world, rank]``).
+``[world, rank]``). :func:`specs` draws one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 import dataflow as D
+
+
+@st.composite
+def specs(
+    draw: Any, parallel: Sequence[str] = ("none", "thread", "fork", "spawn"), workers: Sequence[int] = (2, 3),
+    max_n: int = 40,
+) -> dict[str, Any]:
+    """A pipeline spec; ``parallel`` and ``workers``: the parallel maps to draw from."""
+    n = draw(st.integers(1, max_n))
+    world = draw(st.sampled_from([0, 2, 3]))
+    return {
+        "n": n,
+        "shuffle": draw(st.booleans()),
+        "aug": draw(st.booleans()),
+        "buffer": draw(st.sampled_from([0, 2, 5])),
+        "parallel": draw(st.sampled_from(list(parallel))),
+        "workers": draw(st.sampled_from(list(workers))),
+        "batch": draw(st.sampled_from([0, 1, 4])),
+        "remainder": draw(st.booleans()),
+        "shard": [world, draw(st.integers(0, world - 1))] if world else 0,
+    }
 
 
 def augment(dp: list[Any], rng: np.random.Generator) -> list[Any]:
