@@ -69,13 +69,14 @@ class TextLineData(RNGDataFlow[Any]):
         self._epoch_rng = rng.bit_generator.state  # a resumed epoch's start: just loaded
         perm = rng.permutation(len(self.paths)).tolist()
         paths = [self.paths[i] for i in perm] if self._shuffle else self.paths
-        self._where: list[Any] = [resume[0], None]  # file index, open file
+        # file index, the open file, and where the file at that index starts being read
+        self._where: list[Any] = [resume[0], None, resume[1]]
         return self._lines(paths, *resume)
 
     def _lines(self, paths: list[str], first: int, offset: int) -> Iterator[list[str]]:
         where, strip = self._where, self.strip_newline
         for k in range(first, len(paths)):
-            where[0] = k
+            where[0], where[2] = k, offset if k == first else 0
             with open(paths[k], encoding=self.encoding) as f:
                 where[1] = f
                 if k == first and offset:
@@ -95,7 +96,7 @@ class TextLineData(RNGDataFlow[Any]):
         if live and where is not None:
             f = where[1]
             state["file"] = where[0]
-            state["offset"] = str(f.tell()) if f is not None and not f.closed else "0"
+            state["offset"] = str(f.tell() if f is not None and not f.closed else where[2])
             state["epoch_rng"] = plain_rng_state(self._epoch_rng)
         return state
 

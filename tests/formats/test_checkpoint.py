@@ -168,18 +168,7 @@ def test_reader_resumed_three_times_across_epochs(name: str, files: dict[str, st
     _resumed_three_times(lambda: READERS[name](files), stops=[5, N + 4, 2 * N + 2], epochs=3)
 
 
-_IN_ONE_EPOCH_BUG = pytest.mark.xfail(
-    raises=StateError,
-    strict=True,
-    reason="IndexedSource (dataflow/sources/_indexed.py) does not keep the epoch's RNG state "
-    "when it resumes inside an epoch, so a second save in that epoch has epoch_rng=None",
-)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=_IN_ONE_EPOCH_BUG) if n != "tfrecord, two files" else n for n in THREE_TIMES],
-)
+@pytest.mark.parametrize("name", THREE_TIMES)
 def test_reader_resumed_three_times_in_one_epoch(name: str, files: dict[str, str]) -> None:
     """Preempted three times inside the first epoch, each time resumed into a fresh pipeline."""
     _resumed_three_times(lambda: READERS[name](files), stops=[3, 6, 10], epochs=2)
