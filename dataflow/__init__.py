@@ -63,11 +63,8 @@ from .sources import (
     FakeData,
     TextLineData,
 )
-from .tools.printing import PrintData, describe_datapoint
-from .tools.profiling import ProfileResult, StageTiming, profile
-from .tools.speed import SpeedResult, TestDataSpeed
-from .tools.tracing import TraceSession, trace
-from .tools.tuning import TuneResult, tune
+from .tools.printing import PrintData
+from .tools.speed import TestDataSpeed
 
 __all__ = [
     "AugmentImageComponent",
@@ -123,7 +120,6 @@ __all__ = [
     "PrefetchData",
     "PrefetchDataZMQ",
     "PrintData",
-    "ProfileResult",
     "ProxyDataFlow",
     "RNGDataFlow",
     "RandomChooseData",
@@ -137,8 +133,6 @@ __all__ = [
     "SVMLightData",
     "SelectComponent",
     "ShardData",
-    "SpeedResult",
-    "StageTiming",
     "StateError",
     "StateUnsupportedError",
     "TFRecordData",
@@ -147,22 +141,16 @@ __all__ = [
     "TestDataSpeed",
     "TextLineData",
     "ThreadPrefetchData",
-    "TraceSession",
-    "TuneResult",
     "WorkerDied",
     "WorkerError",
     "__version__",
     "checkpoint",
     "dataset",
-    "describe_datapoint",
     "from_ray",
     "generate_curve_keypair",
     "imgaug",
-    "profile",
     "seeding",
     "send_dataflow_zmq",
     "set_seed",
     "to_ray",
-    "trace",
-    "tune",
 ]

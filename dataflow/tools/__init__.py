@@ -1,6 +1,23 @@
-"""Tools to measure and inspect flows: :mod:`~dataflow.tools.speed` (``TestDataSpeed``),
-:mod:`~dataflow.tools.profiling` (``profile``: per-stage breakdown), :mod:`~dataflow.tools.printing`
-(``PrintData``) and :mod:`~dataflow.tools.demo` (the pipeline ``python -m dataflow bench`` runs).
-
-Import from the submodules (or from :mod:`dataflow`); this package re-exports nothing.
+"""Tools to measure and inspect flows: the speed test's result, the per-stage profiler, the
+timeline tracer, the tuner and a datapoint's description. (``TestDataSpeed`` and ``PrintData``,
+tensorpack's names, are imported from :mod:`dataflow`; ``df.speed_test()`` and
+``python -m dataflow bench`` are the usual ways in.)
 """
+
+from .printing import describe_datapoint
+from .profiling import ProfileResult, StageTiming, profile
+from .speed import SpeedResult
+from .tracing import TraceSession, trace
+from .tuning import TuneResult, tune
+
+__all__ = [
+    "ProfileResult",
+    "SpeedResult",
+    "StageTiming",
+    "TraceSession",
+    "TuneResult",
+    "describe_datapoint",
+    "profile",
+    "trace",
+    "tune",
+]
