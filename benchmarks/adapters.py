@@ -26,9 +26,29 @@ and with ``--diagnostics`` rows that explain the numbers (``to_torch`` without D
 with an identity ``collate_fn``, ``dataflow_to_dataset().prefetch(2)``, the per-element floor
 of tf.data, the copy of ``tf.convert_to_tensor``, and ``prefetch_to_device`` as it was before
 issue 13). ``dataflow_to_dataset`` before issue 13 was the by-hand ``from_generator`` row
-(measured 1.03x of it). With a CUDA GPU, a last table compares
-``DevicePrefetcher(cuda)`` with a naive ``.to("cuda")`` loop, both with a simulated training
-step (copy/compute overlap).
+(measured 1.03x of it).
+
+``--device cuda`` measures instead the staging of batches onto the GPU, with no step (the
+staging alone) and with a float32 GPU step per batch, each table against the usual way of
+doing it by hand. ``--step heavy`` (default): ~18 GFLOP in 3 kernels (the batch as a 2048x96
+matrix times 96x2048, then times 2048x2048, tanh; jax at ``Precision.HIGHEST``), so the GPU
+is the bottleneck and staging can overlap it; ``--step light``: ~5 GFLOP in 17 kernels (64x3072
+times 3072x2048, then eight 2048x2048 matmuls with tanh), so launching its kernels from
+Python is the bottleneck. The contenders:
+
+- torch: ``DevicePrefetcher(df, "cuda")`` (pinned memory, ``non_blocking`` copies on a side
+  stream) vs ``DataLoader(to_torch(df), batch_size=None, pin_memory=True)`` with
+  ``.to("cuda", non_blocking=True)`` per tensor (the reference; target >= 1.0x), and a naive
+  ``torch.from_numpy(c).to("cuda")`` loop; the step is queued without host syncs and the run
+  ends with ``torch.cuda.synchronize()``;
+- JAX: ``prefetch_to_device(df)`` vs the plain loop handing numpy batches to the same jitted
+  step (the reference) and a ``jax.device_put`` loop; the step is either waited for after
+  each batch (``block_until_ready``) or queued (only the last result waited for);
+- TensorFlow: ``StagingIterator(df, "/gpu:0")`` and ``stage_to_device(dataflow_to_dataset(df))``
+  vs a plain loop of ``tf.convert_to_tensor`` into the same ``tf.function`` step (the
+  reference).
+
+A framework that sees no GPU is skipped with a note.
 
 Timing: each framework is measured in its own process (a program uses one; measured together,
 their thread pools disturb each other), after one warm-up run of every contender. Rounds
@@ -39,7 +59,7 @@ again (``run_timed_rounds``), as the machines are shared.
     pip install torch tensorflow jax      # whichever you want measured
     python benchmarks/adapters.py [--batches 1500] [--rounds 5] [--diagnostics]
                                   [--flows batch prebuilt] [--frameworks jax tensorflow torch]
-                                  [--max-foreign 0.2]
+                                  [--max-foreign 0.2] [--device cpu|cuda] [--step heavy|light]
 
 Targets: issue 6: >= 0.9x direct for each adapter on the ``batch`` flow; issue 13 (item 6):
 ``dataflow_to_dataset`` at most 200 µs per batch over direct, ``prefetch_to_device`` on CPU
@@ -64,13 +84,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._harness import (  # noqa: E402
-    Contender,
     Result,
     TimedContender,
     machine_line,
-    markdown_table,
     note,
-    run_rounds,
     run_timed_rounds,
 )
 from dataflow.base import DataFlow  # noqa: E402
@@ -293,47 +310,231 @@ def ratio_table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
-def cuda_overlap(n_batches: int, rounds: int) -> None:
-    """DevicePrefetcher(cuda) vs a naive ``.to("cuda")`` per batch, with a GPU step per batch."""
+STEP = "heavy"  # the device tables' step (--step)
+LIGHT_MATMULS = 8  # 2048x2048 matmuls of the light step, after the 3072x2048 one
+TORCH_PINNED = "DataLoader(pin_memory=True) + .to(non_blocking=True)"
+JAX_PLAIN = "plain loop: numpy batches into the step"
+TF_PLAIN = "plain loop: tf.convert_to_tensor into the step"
+
+
+def _synced(run: Callable[[], int], sync: Callable[[], Any]) -> Callable[[], int]:
+    def synced() -> int:
+        n = run()
+        sync()
+        return n
+
+    return synced
+
+
+def torch_device_contenders(flow: DataFlow, device: Any, with_step: bool) -> list[TimedContender]:
+    """Staging onto ``device`` (a torch device): ours, DataLoader's pinned path, naive."""
     import torch
+    from torch.utils.data import DataLoader
 
-    from dataflow.adapters.torch import DevicePrefetcher
+    from dataflow.adapters.torch import DevicePrefetcher, to_torch
 
-    flow = make_flows(n_batches)["prebuilt"]
     flow.reset_state()
-    weight = torch.randn(SHAPE[0] * SHAPE[1] * SHAPE[2], 2048, device="cuda")
+    device = torch.device(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    gen = torch.Generator(device=device).manual_seed(0)
+    weight = torch.randn(int(np.prod(SHAPE)), 2048, device=device, generator=gen) / 64
 
-    def step(x: Any) -> None:  # GPU work per batch (about 4 GFLOP), queued without host syncs
-        h = x.reshape(BATCH, -1) @ weight
-        for _ in range(8):
-            h = torch.tanh(h @ weight[:2048, :2048])
+    def step(x: Any, y: Any) -> Any:  # queued on the current stream, no host sync
+        if not with_step:
+            return None
+        if STEP == "heavy":
+            h = x.reshape(x.shape[0] * SHAPE[0], -1) @ weight[:SHAPE[1] * SHAPE[2]]
+            return torch.tanh(h @ weight[:2048])
+        h = x.reshape(x.shape[0], -1) @ weight
+        for _ in range(LIGHT_MATMULS):
+            h = torch.tanh(h @ weight[:2048])
+        return h
 
-    def naive() -> int:
-        n = drain(flow, lambda b: step(torch.from_numpy(b[0]).to("cuda")))
-        torch.cuda.synchronize()
-        return n
+    loader = DataLoader(to_torch(flow), batch_size=None, num_workers=0, pin_memory=device.type == "cuda")
+    prefetcher = DevicePrefetcher(flow, device, depth=2)
+    naive = lambda b: step(*[torch.from_numpy(c).to(device) for c in b])  # noqa: E731
+    pinned = lambda b: step(*[t.to(device, non_blocking=True) for t in b])  # noqa: E731
+    ours = lambda b: step(*b)  # noqa: E731
+    return [
+        timed(f"DevicePrefetcher({device.type})", _synced(lambda: drain(prefetcher, ours), sync)),
+        timed(TORCH_PINNED, _synced(lambda: drain(loader, pinned), sync)),
+        timed(f"naive torch.from_numpy(c).to({device.type!r})", _synced(lambda: drain(flow, naive), sync)),
+    ]
 
-    def prefetched() -> int:
-        n = drain(DevicePrefetcher(flow, "cuda", depth=2), lambda b: step(b[0]))
-        torch.cuda.synchronize()
-        return n
 
-    def pinned_naive() -> int:
-        n = drain(flow, lambda b: step(torch.from_numpy(b[0]).pin_memory().to("cuda", non_blocking=True)))
-        torch.cuda.synchronize()
-        return n
+def _jax_device_step(jax: Any) -> Callable[[Any, Any], Any]:
+    """The GPU step of the device tables, jitted."""
+    import jax.numpy as jnp
 
-    results = run_rounds(
-        [Contender("naive .to(cuda)", naive), Contender("pinned non_blocking, no side stream", pinned_naive),
-         Contender("DevicePrefetcher(cuda)", prefetched)],
-        rounds=rounds,
-    )
-    print(f"\n### DevicePrefetcher overlap on {torch.cuda.get_device_name()} (prebuilt flow + GPU step)\n")
-    print(markdown_table(results, reference=["naive .to(cuda)"]))
+    rng = np.random.default_rng(0)
+    weight = jnp.asarray(rng.standard_normal((int(np.prod(SHAPE)), 2048), dtype=np.float32) / 64)
+    highest = jax.lax.Precision.HIGHEST  # float32 as torch computes it (not TF32)
+
+    def step(x: Any, y: Any) -> Any:
+        if STEP == "heavy":
+            rows = x.reshape(x.shape[0] * SHAPE[0], -1)
+            h = jnp.matmul(rows, weight[:SHAPE[1] * SHAPE[2]], precision=highest)
+            return jnp.tanh(jnp.matmul(h, weight[:2048], precision=highest)).sum() + y.sum()
+        h = x.reshape(x.shape[0], -1) @ weight
+        for _ in range(LIGHT_MATMULS):
+            h = jnp.tanh(h @ weight[:2048])
+        return h.sum() + y.sum()
+
+    return jax.jit(step)  # type: ignore[no-any-return]
+
+
+def jax_device_contenders(flow: DataFlow, step_mode: str) -> list[TimedContender]:
+    """Staging onto jax's default device: ``prefetch_to_device`` vs the plain loop and a
+    ``device_put`` loop; ``step_mode`` is ``none``, ``waited`` or ``queued``."""
+    import jax
+
+    from dataflow.adapters.jax import prefetch_to_device
+
+    flow.reset_state()
+    wait = jax.block_until_ready
+    f = _jax_device_step(jax)
+    put = jax.device_put
+
+    def loop(batches: Callable[[], Iterable[Any]], place: Callable[[Any], Any]) -> Callable[[], int]:
+        def run() -> int:
+            n, last = 0, None
+            for b in batches():
+                if step_mode == "none":
+                    wait(place(b))
+                elif step_mode == "waited":
+                    wait(f(*place(b)))
+                else:
+                    last = f(*place(b))
+                n += BATCH
+            wait(last)
+            return n
+
+        return run
+
+    same = lambda b: b  # noqa: E731
+    contenders = [timed("prefetch_to_device", loop(lambda: prefetch_to_device(flow, 2), same))]
+    if step_mode != "none":
+        contenders.append(timed(JAX_PLAIN, loop(lambda: flow, same)))
+    contenders.append(timed("jax.device_put loop", loop(lambda: flow, put)))
+    return contenders
+
+
+def tf_device_contenders(flow: DataFlow, device: str, with_step: bool) -> list[TimedContender]:
+    """Staging onto ``device`` (e.g. ``/gpu:0``): ``StagingIterator`` and ``stage_to_device``
+    vs a plain loop converting each batch into the same step."""
+    import tensorflow as tf
+
+    from dataflow.adapters.tf import StagingIterator, dataflow_to_dataset, stage_to_device
+
+    flow.reset_state()
+    with tf.device(device):
+        rng = np.random.default_rng(0)
+        weight = tf.constant(rng.standard_normal((int(np.prod(SHAPE)), 2048), dtype=np.float32) / 64)
+        step_fn = tf.function(lambda x, y: _tf_step(tf, weight, x, y))
+    staged = stage_to_device(dataflow_to_dataset(flow), device)
+
+    def loop(batches: Callable[[], Iterable[Any]], convert: bool) -> Callable[[], int]:
+        def run() -> int:
+            n, last = 0, None
+            with tf.device(device):
+                for b in batches():
+                    x, y = (tf.convert_to_tensor(c) for c in b) if convert else b
+                    last = step_fn(x, y) if with_step else tf.identity(x)
+                    n += BATCH
+            if last is not None:
+                last.numpy()  # waits for the queued work
+            return n
+
+        return run
+
+    return [
+        timed(f"StagingIterator({device})", loop(lambda: StagingIterator(flow, device, depth=2), False)),
+        timed(f"stage_to_device(dataflow_to_dataset, {device})", loop(lambda: staged, False)),
+        timed(TF_PLAIN, loop(lambda: flow, True)),
+    ]
+
+
+def _tf_step(tf: Any, weight: Any, x: Any, y: Any) -> Any:
+    if STEP == "heavy":
+        h = tf.reshape(x, (-1, SHAPE[1] * SHAPE[2])) @ weight[:SHAPE[1] * SHAPE[2]]
+        return tf.reduce_sum(tf.tanh(h @ weight[:2048])) + tf.cast(tf.reduce_sum(y), tf.float32)
+    h = tf.reshape(x, (tf.shape(x)[0], -1)) @ weight
+    for _ in range(LIGHT_MATMULS):
+        h = tf.tanh(h @ weight[:2048])
+    return tf.reduce_sum(h) + tf.cast(tf.reduce_sum(y), tf.float32)
+
+
+def device_table(results: list[Result], reference: str) -> str:
+    """Medians, the ratio to ``reference``, wall and CPU time per batch."""
+    by_name = {r.name: r.median for r in results}
+    cpu = {name: statistics.median(v[1:] or v) for name, v in CPU.items()}  # [0]: the warm-up
+    rows = [
+        f"| contender | median items/s | min–max | vs {reference} | µs/batch | CPU µs/batch |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        cpu_us = f"{cpu[r.name] * 1e6:,.0f}" if r.name in cpu else ""
+        rows.append(
+            f"| {r.name} | {r.median:,.0f} | {min(r.rates):,.0f}–{max(r.rates):,.0f} "
+            f"| {r.median / by_name[reference]:.2f}x | {BATCH / r.median * 1e6:,.0f} | {cpu_us} |"
+        )
+    return "\n".join(rows)
+
+
+def device_gpu_name(framework: str) -> str | None:
+    """The GPU ``framework`` would use, or ``None`` when it sees none."""
+    if framework == "torch":
+        import torch
+
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    if framework == "jax":
+        import jax
+
+        return jax.devices()[0].device_kind if jax.default_backend() == "gpu" else None
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    return str(tf.config.experimental.get_device_details(gpus[0]).get("device_name", gpus[0].name))
+
+
+def measure_device(args: argparse.Namespace, framework: str) -> None:
+    """The staging tables of ``framework`` on its GPU (``--device cuda``)."""
+    gpu = device_gpu_name(framework)
+    if gpu is None:
+        note(f"{framework} sees no GPU: its staging tables are skipped")
+        return
+    flows = make_flows(args.batches)
+    version = __import__(framework).__version__
+    modes = ["none", "waited", "queued"] if framework == "jax" else ["none", "step"]
+    for name in args.flows:
+        for mode in modes:
+            CPU.clear()
+            if framework == "torch":
+                runs, reference = torch_device_contenders(flows[name], "cuda", mode == "step"), TORCH_PINNED
+            elif framework == "jax":
+                runs = jax_device_contenders(flows[name], mode)
+                reference = JAX_PLAIN if mode != "none" else "jax.device_put loop"
+            else:
+                runs, reference = tf_device_contenders(flows[name], "/gpu:0", mode == "step"), TF_PLAIN
+            for contender in runs:  # warm up: first iterations compile, allocate and pin
+                contender.run()
+            results, quiet = run_timed_rounds(runs, rounds=args.rounds, max_foreign=args.max_foreign)
+            step = {"none": "no step", "step": f"{STEP} GPU step per batch, queued",
+                    "waited": f"{STEP} GPU step per batch, waited for",
+                    "queued": f"{STEP} GPU step per batch, queued"}[mode]
+            print(f"### {framework} {version} on {gpu}; flow: {name}; {step}\n")
+            print(device_table(results, reference))
+            print(f"\n({quiet.line()})\n", flush=True)
 
 
 def measure(args: argparse.Namespace) -> None:
     """The tables for the selected frameworks, in this process."""
+    if args.device == "cuda":
+        for framework in sorted(SELECTED):
+            measure_device(args, framework)
+        return
     flows = make_flows(args.batches)
     for name in args.flows:
         runs = contenders(flows[name], args.diagnostics)
@@ -344,16 +545,10 @@ def measure(args: argparse.Namespace) -> None:
         print(f"### {versions}; flow: {name}\n")
         print(ratio_table(results))
         print(f"\n({quiet.line()})\n", flush=True)
-    if have("torch"):
-        import torch
-
-        if torch.cuda.is_available():
-            cuda_overlap(args.batches, args.rounds)
-        else:
-            note("no CUDA device: the DevicePrefetcher overlap table is skipped")
 
 
 def main() -> None:
+    global STEP
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=1500, help="batches per run (default 1500)")
     parser.add_argument("--rounds", type=int, default=5)
@@ -362,10 +557,15 @@ def main() -> None:
     parser.add_argument("--max-foreign", type=float, default=0.2,
                         help="redo a run during which other processes used more cores (default 0.2)")
     parser.add_argument("--frameworks", nargs="+", default=sorted(SELECTED), choices=sorted(SELECTED))
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cpu: the adapters' cost (default); cuda: staging batches onto the GPU")
+    parser.add_argument("--step", choices=["heavy", "light"], default=STEP,
+                        help="--device cuda: the GPU step per batch (default heavy: GPU-bound)")
     parser.add_argument("--in-process", action="store_true",
                         help="measure all frameworks in this process (default: one process each)")
     args = parser.parse_args()
     SELECTED.intersection_update(args.frameworks)
+    STEP = args.step
     installed = sorted(m for m in SELECTED if have(m))
     for module in sorted(SELECTED - set(installed)):
         note(f"{module} is not installed: its rows are skipped")
@@ -384,7 +584,7 @@ def main() -> None:
     for module in installed:
         cmd = [sys.executable, os.path.abspath(__file__), "--frameworks", module, "--batches",
                str(args.batches), "--rounds", str(args.rounds), "--flows", *args.flows,
-               "--max-foreign", str(args.max_foreign),
+               "--max-foreign", str(args.max_foreign), "--device", args.device, "--step", args.step,
                *(["--diagnostics"] * args.diagnostics)]
         subprocess.run(cmd, check=False, env={**os.environ, "_ADAPTERS_BENCH_CHILD": "1"})
 
