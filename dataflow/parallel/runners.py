@@ -137,7 +137,12 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             raise msg.error_for(type(self).__name__, obj)
         return None
 
-    def _not_running(self) -> DataFlowNotReset:
+    def _not_running(self, restarted: bool = False) -> DataFlowNotReset:
+        if restarted:
+            return DataFlowNotReset(
+                f"{type(self).__name__}: reset_state() restarted the workers during this epoch; "
+                f"start a new one"
+            )
         why = self._stopped_by or "reset_state() was not called or did not complete, or close() was"
         return DataFlowNotReset(
             f"{type(self).__name__} has no workers running: {why}. Call reset_state() in the "
@@ -163,8 +168,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             try:
                 while size is None or n < size:
                     while not buffer:
-                        if self._pool is not pool:  # stopped meanwhile: by close(), reset_state()
-                            raise self._not_running()  # or a Ctrl-C inside state_dict()
+                        if self._pool is not pool:  # stopped meanwhile (close(), reset_state(),
+                            raise self._not_running(restarted=self._pool is not None)  # state_dict())
                         tr = _trace.current
                         if tr is None:
                             self._receive(pool)
