@@ -4,7 +4,8 @@ Every blocking receive is a poll loop that checks worker liveness (~ every 0.1 s
 optional ``timeout``, so a dead worker or a stalled pipeline raises instead of hanging.
 Resources (processes, socket, context, shared memory) are released by
 :meth:`ProcessPool.close`, by garbage collection, or at interpreter exit, whichever comes
-first (``weakref.finalize``); each release runs even if another fails or is interrupted.
+first (``weakref.finalize``); each release runs even if another fails, and ``close()`` holds a
+Ctrl-C until it is done.
 
 Workers connect a DEALER socket named ``w<index>`` (see :func:`~._worker_link.worker_link`), so the
 consumer can address each one (tasks, control requests) and every message says which worker
@@ -195,48 +196,30 @@ class ProcessPool:
 
     def close(self) -> None:
         """Stop the workers and release the socket, context and shared memory. Idempotent.
-        Runs with SIGINT held: a Ctrl-C between the finalizer marking itself done and the
-        release starting would otherwise skip the release altogether."""
+        Holds a Ctrl-C until all is released (about a second at most), then raises it."""
         with deferred_sigint():
             self._finalizer()
 
 
 def _shutdown(procs: list[BaseProcess], owned: dict[str, Any]) -> None:
-    """Release everything. Every step runs even if an earlier one fails, and a step that a
-    Ctrl-C interrupts is run again (a storm of them cannot skip a step); the first exception
-    is raised at the end."""
-
-    def stop() -> None:
+    """Release everything; each release runs even if an earlier one fails (the first
+    exception goes on)."""
+    try:
         stop_workers(procs)
         procs.clear()
-
-    def close_socket() -> None:
-        if owned.get("sock") is not None:
-            owned["sock"].close(linger=0)
-
-    def term_context() -> None:
-        if owned.get("zctx") is not None:
-            with deferred_sigint(), blocked_signals():  # a signal inside libzmq's term leaves it half done
-                owned["zctx"].destroy(linger=0)  # closes any socket left open, then terms
-
-    def close_rings() -> None:
-        if owned.get("rings") is not None:
-            owned["rings"].close()
-        unlink_all(owned["shm_paths"])
-
-    first: BaseException | None = None
-    for step in (stop, close_socket, term_context, close_rings):
-        while True:
+    finally:
+        try:
+            if owned.get("sock") is not None:
+                owned["sock"].close(linger=0)
+        finally:
             try:
-                step()
-                break
-            except KeyboardInterrupt as e:
-                first = first or e  # and run the step again
-            except Exception as e:
-                first = first or e
-                break
-    if first is not None:
-        raise first
+                if owned.get("zctx") is not None:
+                    with blocked_signals():  # a signal inside libzmq's term leaves it half done
+                        owned["zctx"].destroy(linger=0)  # closes any socket left open, then terms
+            finally:
+                if owned.get("rings") is not None:
+                    owned["rings"].close()
+                unlink_all(owned["shm_paths"])
 
 
 def resolve_shm_bytes(stage: str, shm_bytes: int | None) -> int:

@@ -116,7 +116,8 @@ class RemoteDataZMQ(DataFlow[Any]):
     def reset_state(self) -> None:
         """Open the sockets (and the CURVE authenticator)."""
         self.close()
-        self._ctx = zmq.Context()
+        with deferred_sigint():  # once made, the context must be ours to close
+            self._ctx = zmq.Context()
         if self.curve_keypair is not None:
             from zmq.auth.thread import ThreadAuthenticator
 

@@ -95,26 +95,22 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self._ready: set[int] = set()
         self._token = 0
         self._worker_states: list[Any] | None = None  # where each worker starts (a loaded state)
-        self._interrupted = False  # a Ctrl-C may have cut a message in half: restart first
-        self._start_cut = False  # a Ctrl-C cut reset_state(): redone at the next iter() or load
+        self._stopped_by: str | None = None  # what stopped the workers of a started runner
 
     def _state_upstreams(self) -> tuple[DataFlow[Any], ...]:
         return ()  # the flow runs in the workers; their states are this stage's own
 
     def reset_state(self) -> None:
-        """Start the workers (each resets its own copy of ``ds``)."""
-        self._start_cut = True
-        self.close_workers()
-        if self._worker_states is None:  # a fresh start; after load_state_dict, its buffer stays
-            self._buffer.clear()
+        """Start the workers (each resets its own copy of ``ds``), first stopping whatever an
+        earlier start, epoch or interrupt left."""
+        self.close_workers()  # after load_state_dict(), the loaded buffer stays
         states = self._worker_states or [None] * self.num_proc
-        self._worker_states = None
         seed = self.options.worker_seed()
         args = [(self.ds, i, self.options, seed, states[i]) for i in range(self.num_proc)]
         self._received, self._ready = len(self._buffer), set()
         self._pool = ProcessPool(self.options, runner_worker, args, {"flow": self.ds}, lazy=True)
-        self._interrupted = False  # only once started: a Ctrl-C during a restart retries it
-        self._start_cut = False
+        self._worker_states = None
+        self._stopped_by = None
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -141,17 +137,22 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             raise msg.error_for(type(self).__name__, obj)
         return None
 
+    def _not_running(self, restarted: bool = False) -> DataFlowNotReset:
+        if restarted:
+            return DataFlowNotReset(
+                f"{type(self).__name__}: reset_state() restarted the workers during this epoch; "
+                f"start a new one"
+            )
+        why = self._stopped_by or "reset_state() was not called or did not complete, or close() was"
+        return DataFlowNotReset(
+            f"{type(self).__name__} has no workers running: {why}. Call reset_state() in the "
+            f"process that iterates: it starts them afresh"
+        )
+
     def __iter__(self) -> Iterator[Any]:
-        if self._start_cut:
-            self.reset_state()
-        elif self._interrupted:
-            self._restart_after_interrupt()
         pool = self._pool
         if pool is None:
-            raise DataFlowNotReset(
-                f"{type(self).__name__} was iterated before reset_state() (or after close()); "
-                f"call reset_state() once in the process that iterates"
-            )
+            raise self._not_running()
         delivered = self.__dict__.pop("_resume", None)
         yielded = self._received - len(self._buffer)
         self._epoch_start = yielded - (delivered or 0)
@@ -164,12 +165,11 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             except (TypeError, NotImplementedError):
                 size = None
             buffer = self._buffer
-            while size is None or n < size:
-                while not buffer:
-                    if self._interrupted:  # a Ctrl-C cut a receive of state_dict(): start afresh
-                        pool = self._restart_after_interrupt() or pool
-                        self._epoch_start = self._received - len(buffer) - n
-                    try:
+            try:
+                while size is None or n < size:
+                    while not buffer:
+                        if self._pool is not pool:  # stopped meanwhile (close(), reset_state(),
+                            raise self._not_running(restarted=self._pool is not None)  # state_dict())
                         tr = _trace.current
                         if tr is None:
                             self._receive(pool)
@@ -177,33 +177,35 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
                             t0 = perf_counter()
                             self._receive(pool)
                             tr.span(tr.stage_track(self), "waiting for workers", t0, perf_counter(), "wait")
-                    except KeyboardInterrupt:
-                        self._interrupted = True
-                        raise
-                yield buffer.popleft()
-                n += 1
+                    yield buffer.popleft()
+                    n += 1
+            except KeyboardInterrupt:
+                self._stop_after_interrupt(pool, "an epoch")
+                raise
 
-    def _restart_after_interrupt(self) -> ProcessPool | None:
-        """A Ctrl-C can land between two parts of a message, where the rest of that message
-        (and its shared-memory slot) cannot be matched up again: start the workers afresh, as
-        ``reset_state()`` does. Datapoints in flight are dropped, as when an epoch is left with
-        ``break``; what is yielded from now on is intact."""
-        self._buffer.clear()  # they may view the old pool's shared memory
-        self.reset_state()
-        return self._pool
+    def _stop_after_interrupt(self, pool: ProcessPool, where: str) -> None:
+        """A Ctrl-C inside this flow's own code may have cut a message in half: stop the
+        workers at once (releasing everything); ``reset_state()`` starts them afresh."""
+        if self._pool is pool:
+            self._stopped_by = f"a Ctrl-C inside {where} stopped them"
+            self.close_workers()
 
     def close_workers(self) -> None:
+        """Stop the workers and drop the datapoints received from them (they may view their
+        shared memory), unless a loaded state will restart from them."""
         with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
             pool, self._pool = self._pool, None
+            if self._worker_states is None:
+                self._buffer.clear()
             if pool is not None:
                 pool.close()
 
     def close(self) -> None:
         """Stop the workers and release sockets. Idempotent; ``reset_state`` restarts."""
-        self._start_cut = False
         try:
             self.close_workers()
         finally:
+            self._stopped_by = None
             self.ds.close()
 
     # -- checkpoints ----------------------------------------------------------------------
@@ -233,20 +235,16 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
-        if self._interrupted:
-            raise StateError(
-                f"{stage}: a Ctrl-C interrupted a receive, so a message in flight may be lost and "
-                f"no exact checkpoint exists; the workers restart at the next iter() (or when the "
-                f"epoch in progress next waits for them), after which state_dict() works again"
-            )
         pool = self._pool
         if pool is None:
+            if self._stopped_by is not None:  # what was in flight is lost: no exact state exists
+                raise self._not_running()
             states = self._worker_states or [None] * self.num_proc
         else:
             try:
                 states = self._snapshot(pool)
-            except KeyboardInterrupt:  # it may have cut a message in half, as in an epoch
-                self._interrupted = True
+            except KeyboardInterrupt:
+                self._stop_after_interrupt(pool, "state_dict()")
                 raise
         yielded = self._received - len(self._buffer)
         buffered = list(self._buffer)
@@ -272,10 +270,11 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         buffered = decode_items(stage, state, "buffer") if state.get("buffer") is not None else []
         self._buffer = deque(buffered)
         self._worker_states = workers
+        self._stopped_by = None  # a position again: the loaded one
         self.__dict__.pop("_resume", None)
         if live:
             self._resume = int_field(stage, state, "delivered")
-        if self._pool is not None or self._start_cut:  # after reset_state: start again from it
+        if self._pool is not None:  # after reset_state: start again from it
             self.reset_state()
 
 

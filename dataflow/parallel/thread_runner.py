@@ -93,6 +93,7 @@ class MultiThreadRunner(DataFlow[Any]):
         return len(self.get_df())
 
     def reset_state(self) -> None:
+        """Start the threads, first stopping whatever an earlier start left."""
         self.close()
         self._stop = threading.Event()
         self._queue: queue.Queue[Any] = queue.Queue(self.num_prefetch)
@@ -117,9 +118,10 @@ class MultiThreadRunner(DataFlow[Any]):
             )
 
     def __iter__(self) -> Iterator[Any]:
-        if not self._threads:
+        if len(self._threads) < self.num_thread:
             raise DataFlowNotReset(
-                f"{type(self).__name__} was iterated before reset_state() or after close()"
+                f"{type(self).__name__} has no threads running: reset_state() was not called or "
+                f"did not complete, or close() was. Call reset_state(): it starts them afresh"
             )
         self._yielded = self.__dict__.pop("_resume", 0)
         return self._track(self._epoch())
@@ -157,8 +159,8 @@ class MultiThreadRunner(DataFlow[Any]):
         if not self._threads:
             states = self._states or [None] * self.num_thread
         else:
-            self._pause.hold(self._threads, self._drain, stage, self.timeout)
-            try:
+            try:  # a Ctrl-C inside hold() must not leave the threads paused
+                self._pause.hold(self._threads, self._drain, stage, self.timeout)
                 states = [s[0].state_dict() if isinstance(s[0], DataFlow) else s[0] for s in self._slots]
             finally:
                 self._pause.release()

@@ -1,11 +1,16 @@
 """Child process of the interrupt tests: iterates one parallel flow while a thread sends this
 process SIGINTs at random moments, and checks every epoch that completes.
 
+The contract (docs/failure_semantics.rst, "Ctrl-C"): after a ``KeyboardInterrupt`` the next
+``iter()`` either gives an intact epoch or raises :class:`~dataflow.errors.DataFlowNotReset`
+telling to call ``reset_state()``; after ``reset_state()`` (retried here until no SIGINT cuts
+it) epochs are intact again.
+
 Run as ``python -m tests.faults._storm KIND SEED SECONDS MIN_GAP MAX_GAP``. Prints
-``KIND <kind> <complete> <interrupted>`` when done, then ``LEAKS [...]`` after ``close()``;
-``BAD <kind> <why>`` and exit code 3 on a corrupt epoch; exit code 4 on any exception other
-than ``KeyboardInterrupt`` (the traceback on stderr); a hang dumps every thread's stack and
-exits (``faulthandler``), so the test sees the stall instead of timing out blind.
+``KIND <kind> <complete> <interrupted> <resets>`` when done, then ``LEAKS [...]`` after
+``close()``; ``BAD <kind> <why>`` and exit code 3 on a corrupt epoch; exit code 4 on any other
+exception (the traceback on stderr); a hang dumps every thread's stack and exits
+(``faulthandler``), so the test sees the stall instead of timing out blind.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 import numpy as np
 
 import dataflow as D
+from dataflow.errors import DataFlowNotReset
 from tests.parallel import _util as u
 from tests.parallel._probes import leaks, snapshot
 
@@ -110,20 +116,32 @@ def main() -> None:
     df.reset_state()
     stop = time.monotonic() + seconds
 
+    armed = [False]  # set by the main thread once inside its loop: Thread.start() is not cut
+
     def storm() -> None:
+        while not armed[0]:
+            time.sleep(0.001)
         while time.monotonic() < stop:
             time.sleep(rng.uniform(lo, hi))
             os.kill(os.getpid(), signal.SIGINT)
 
     t = threading.Thread(target=storm, daemon=True)
-    complete = interrupted = 0
+    complete = interrupted = resets = 0
     try:
         t.start()
         while True:
             try:  # a SIGINT may land anywhere in here, the check included: the epoch is then retried
+                armed[0] = True
                 if not (t.is_alive() or complete == 0):
                     break
-                epoch = list(df)
+                try:
+                    epoch = list(df)
+                except DataFlowNotReset as e:  # the documented answer to an interrupt: reset_state()
+                    if "reset_state()" not in str(e):
+                        raise
+                    resets += 1
+                    uninterrupted(df.reset_state)
+                    continue
                 why = uninterrupted(functools.partial(problem, kind, epoch))
                 if why is not None:
                     print("BAD", kind, why, flush=True)
@@ -146,7 +164,7 @@ def main() -> None:
         sys.stderr.flush()
         os._exit(4)
     faulthandler.cancel_dump_traceback_later()
-    print("KIND", kind, complete, interrupted, flush=True)
+    print("KIND", kind, complete, interrupted, resets, flush=True)
     left = leaks(before)
     if left:  # name what holds the leftover fds, for whoever debugs a failure
         for fd in sorted(os.listdir("/proc/self/fd"), key=int):

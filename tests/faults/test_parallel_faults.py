@@ -2,21 +2,17 @@
 
 Each test states the documented promise it checks (docs/failure_semantics.rst):
 
-- after a caught Ctrl-C, the next epoch of the same flow delivers intact data: storms of
-  SIGINTs at random moments never hang, never corrupt, never raise an internal error;
 - ``close()`` interrupted midway (an exception or Ctrl-C inside it) still releases every
   worker, socket and shared-memory segment;
 - a failed start (a start timeout, a map function a spawned worker cannot rebuild) raises a
-  clear error and leaves nothing behind;
-- 200 epochs of process and thread flows keep the RSS and fd counts flat.
+  clear error and leaves nothing behind.
 
-Scenarios with signals run in a fresh interpreter (tests/parallel/_probes.start_script).
+The Ctrl-C storms are in test_parallel_interrupts.py, the 200-epoch soak in test_soak.py.
 """
 
 from __future__ import annotations
 
 import multiprocessing.process
-import textwrap
 from typing import Any
 
 import pytest
@@ -27,97 +23,6 @@ from tests.parallel import _probes as p
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(120)
-
-_STORM = """
-import os, random, signal, threading, time
-import dataflow as D
-from tests.parallel import _util as u
-from tests.parallel import _probes as p
-
-def make(kind):
-    if kind == "runner":
-        return D.MultiProcessRunnerZMQ(u.Range(40), num_proc=2)
-    if kind == "map":
-        return D.MultiProcessMapDataZMQ(u.Range(40), 2, u.double, strict=True, ordered=True)
-    if kind == "map-unordered":
-        return D.MultiProcessMapDataZMQ(u.Range(40), 2, u.double, strict=True)
-    if kind == "thread-map":
-        return D.MultiThreadMapData(u.Range(40), 2, u.double, strict=True, ordered=True)
-    return D.ThreadPrefetchData(u.Range(40), 4)
-
-def expected(kind):
-    if kind == "runner":
-        return None  # two copies interleaved: checked by count and value range
-    if kind.startswith("map") or kind == "thread-map":
-        return [[2 * i] for i in range(40)]
-    return [[i] for i in range(40)]
-
-def check(kind, epoch):
-    want = expected(kind)
-    if want is None:
-        ok = len(epoch) == 40 and all(0 <= dp[0] < 40 for dp in epoch)
-    elif kind == "map-unordered":
-        ok = sorted(epoch) == want
-    else:
-        ok = epoch == want
-    if not ok:
-        print("BAD", kind, epoch, flush=True)
-        os._exit(3)
-
-before = p.snapshot()
-random.seed({seed})
-for kind in {kinds!r}:
-    df = make(kind)
-    df.reset_state()
-    stop = time.monotonic() + {seconds}
-    rng = random.Random({seed})
-    def storm():
-        while time.monotonic() < stop:
-            time.sleep(rng.uniform(0.001, 0.03))
-            os.kill(os.getpid(), signal.SIGINT)
-    t = threading.Thread(target=storm, daemon=True)
-    t.start()
-    complete = interrupted = 0
-    while t.is_alive() or complete == 0:
-        try:  # the check too: a SIGINT may land in it (then the epoch is not counted)
-            epoch = [dp for dp in df]
-            check(kind, epoch)
-            complete += 1
-        except KeyboardInterrupt:
-            interrupted += 1
-    t.join()
-    while True:  # a SIGINT may still be in flight: one clean epoch after the storm
-        try:
-            check(kind, [dp for dp in df])
-            break
-        except KeyboardInterrupt:
-            pass
-    df.close()
-    print("KIND", kind, complete, interrupted, flush=True)
-print("LEAKS", p.leaks(before), flush=True)
-"""
-
-
-@pytest.mark.timeout(360)  # each kind starts its workers under a SIGINT storm: slow when busy
-@pytest.mark.parametrize("kinds", [["runner", "map"], ["map-unordered", "thread-map", "prefetch"]])
-def test_ctrl_c_storm_then_intact_epochs(kinds: list[str]) -> None:
-    """SIGINTs every 1-30 ms for 3 s while epochs run: every epoch that completes is intact,
-    the flow goes on after each caught KeyboardInterrupt, and close() leaves nothing."""
-    proc = p.start_script(textwrap.dedent(_STORM).format(kinds=kinds, seed=5, seconds=3.0))
-    try:
-        lines = [p.read_line_with(proc, "KIND", timeout=90) for _ in kinds]
-        leaks = p.read_line_with(proc, "LEAKS", timeout=60)
-        proc.wait(15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        out, err = proc.communicate(timeout=10)
-    for line in lines:
-        _, kind, complete, interrupted = line.split()
-        assert int(complete) >= 1 and int(interrupted) >= 1, line  # the storm hit, epochs went on
-    assert leaks == "LEAKS []", leaks
-    assert proc.returncode == 0, err[-3000:]
-
 
 def _flows() -> dict[str, Any]:
     return {
@@ -202,36 +107,3 @@ def test_start_timeout_fails_clearly_and_leaves_nothing(method: str) -> None:
         next(iter(df))
     df.close()
     assert p.leaks(before) == []
-
-
-FD_ONE_OFFS = 3
-
-
-@pytest.mark.slow
-def test_200_epochs_keep_memory_and_fds_flat() -> None:
-    """A soak: 200 epochs of a process map, a runner and a thread map; RSS grows by less than
-    20 MB and the fd count stays flat after the first epochs (no per-epoch leak: that would
-    add at least 190 fds; up to ``FD_ONE_OFFS`` may appear once, as one did in a CI run on a
-    loaded machine, from something the process opens lazily)."""
-    flows = [
-        D.MultiProcessMapDataZMQ(u.Range(50), 2, u.double, strict=True),
-        D.MultiProcessRunnerZMQ(u.Range(50), num_proc=2),
-        D.MultiThreadMapData(u.Range(50), 2, u.double, strict=True),
-    ]
-    for df in flows:
-        df.reset_state()
-        if not isinstance(df, D.MultiThreadMapData):  # every worker starts now, not in the measured epochs
-            assert len(df.worker_pids) == 2
-    for _ in range(10):  # warm up: allocator pools and buffers reach their steady size
-        for df in flows:
-            assert len(list(df)) == 50
-    start = p.snapshot()
-    for _ in range(190):
-        for df in flows:
-            assert len(list(df)) == 50
-    end = p.snapshot()
-    for df in flows:
-        df.close()
-    new = {fd: path for fd, path in end.fds.items() if start.fds.get(fd) != path}
-    assert len(end.fds) <= len(start.fds) + FD_ONE_OFFS, f"fds opened over 190 epochs: {new}"
-    assert end.rss - start.rss < 20 * 2**20, (start.rss, end.rss)

@@ -1,7 +1,9 @@
 """Ctrl-C at bad moments (docs/failure_semantics.rst, "Ctrl-C"): every parallel flow, hit by
-SIGINTs at random moments, raises ``KeyboardInterrupt`` where it was and, iterated again,
-delivers intact epochs; never an internal error, never a hang; ``close()`` then leaves
-nothing. Signals are sent in a child process (tests/faults/_storm.py), never to pytest.
+SIGINTs at random moments, raises ``KeyboardInterrupt`` where it was; iterated again, it
+delivers an intact epoch or raises ``DataFlowNotReset`` telling to call ``reset_state()``,
+after which its epochs are intact; never another error, never a hang; ``close()`` then leaves
+nothing. A consumer a runner feeds exits promptly on SIGINT, also when both cores are busy.
+Signals are sent in child processes (tests/faults/_storm.py), never to pytest.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def _run_storm(kind: str, seed: int, seconds: float, gaps: tuple[float, float]) 
     why = "4: an error other than KeyboardInterrupt, 1: a hang"
     assert out.returncode == 0, f"{kind}: exit {out.returncode} ({why})\n{tail}"
     assert lines.get("LEAKS") == "LEAKS []", f"{kind}: close() left {lines.get('LEAKS')}\n{tail}"
-    _, _, complete, interrupted = lines["KIND"].split()
+    _, _, complete, interrupted, _resets = lines["KIND"].split()
     return int(complete), int(interrupted)
 
 
@@ -49,8 +51,9 @@ def _run_storm(kind: str, seed: int, seconds: float, gaps: tuple[float, float]) 
 @pytest.mark.parametrize("kind", list(FLOWS))
 def test_sigint_at_random_moments_then_intact_epochs(kind: str, gaps: str) -> None:
     """Promise: after each caught KeyboardInterrupt the next epoch of the same flow is intact
-    (values, order where promised, arrays matching their values), no internal error is ever
-    raised, nothing hangs, and close() leaves no process, thread, fd or /dev/shm segment."""
+    (values, order where promised, arrays matching their values) or raises DataFlowNotReset,
+    and then, after reset_state(), is intact; no other error is ever raised, nothing hangs,
+    and close() leaves no process, thread, fd or /dev/shm segment."""
     complete, interrupted = _run_storm(kind, seed=len(kind), seconds=2.0, gaps=GAPS[gaps])
     assert interrupted >= 1, "no SIGINT landed: the scenario tested nothing"
     assert complete >= 1
@@ -100,10 +103,11 @@ def test_signals_during_close_leak_no_fd() -> None:
     assert_no_leaks(before, fd_slack=0)
 
 
-_RUNNER_STATE_AFTER_INTERRUPT = """
+_RUNNER_AFTER_INTERRUPT = """
 import os, signal, tempfile, threading, time
 import dataflow as D
-from dataflow.errors import StateError
+from dataflow.errors import DataFlowNotReset
+from tests.parallel import _probes as p
 from tests.parallel import _util as u
 
 STALL = os.path.join(tempfile.mkdtemp(), "stall")  # while it exists, workers stall after [0]
@@ -120,50 +124,108 @@ class StallsAfterFirst(D.ProxyDataFlow):
             yield dp
 
 
+before = p.snapshot()
 src = StallsAfterFirst(D.DataFromList([[i] for i in range(10**6)], shuffle=False))
 df = D.MultiProcessRunnerZMQ(src, num_proc=2, shm_bytes=0)
 df.reset_state()
+pids = df.worker_pids
 it = iter(df)
 next(it)
 # The workers stall, so the consumer is inside a receive when Ctrl-C comes (with flowing
-# data it could land between two datapoints, where the checkpoint is exact and given).
+# data it could land between two datapoints, where nothing is lost and nothing stops).
 threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
 try:
     for _ in it:
         pass
 except KeyboardInterrupt:
     pass
-try:
-    df.state_dict()
-    print("STATE given", flush=True)
-except StateError as e:
-    print("STATE refused", "Ctrl-C" in str(e), flush=True)
+print("STOPPED", p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5), flush=True)
+for call in (lambda: iter(df), df.state_dict):
+    try:
+        call()
+        print("REFUSED no", flush=True)
+    except DataFlowNotReset as e:
+        print("REFUSED", "Ctrl-C" in str(e) and "reset_state()" in str(e), flush=True)
 os.remove(STALL)
+df.reset_state()
 it = iter(df)
 print("AFTER", [next(it)[0] >= 0 for _ in range(50)].count(True), flush=True)
 df.state_dict()  # between datapoints of a restarted runner: exact again
+del it
 df.close()
-print("DONE", flush=True)
+print("LEAKS", p.leaks(before), flush=True)
 """
 
 
-def test_runner_state_dict_after_an_interrupted_receive_is_refused() -> None:
-    """Promise: a runner interrupted inside a receive refuses ``state_dict()`` with a
-    StateError saying why (what was in flight is lost: no exact checkpoint exists), and the
-    next ``iter()`` restarts the workers and delivers data (and checkpoints) again."""
-    proc = p.start_script(_RUNNER_STATE_AFTER_INTERRUPT)
+def test_runner_interrupted_inside_a_receive_stops_its_workers_until_reset_state() -> None:
+    """Promise: a Ctrl-C inside a process runner's receive stops its workers at once; until
+    ``reset_state()``, ``iter()`` and ``state_dict()`` raise DataFlowNotReset saying why and
+    what to do (what was in flight is lost: no exact checkpoint exists); after it, data and
+    checkpoints flow again, and close() leaves nothing."""
+    proc = p.start_script(_RUNNER_AFTER_INTERRUPT)
     try:
-        state = p.read_line_with(proc, "STATE", timeout=30)
+        stopped = p.read_line_with(proc, "STOPPED", timeout=30)
+        refused = [p.read_line_with(proc, "REFUSED", timeout=30) for _ in range(2)]
         after = p.read_line_with(proc, "AFTER", timeout=30)
-        p.read_line_with(proc, "DONE", timeout=30)
+        leaks = p.read_line_with(proc, "LEAKS", timeout=30)
         proc.wait(10)
     finally:
         if proc.poll() is None:
             proc.kill()
         _, err = proc.communicate(timeout=10)
-    assert state == "STATE refused True", err[-2000:]
+    assert stopped == "STOPPED True", err[-2000:]
+    assert refused == ["REFUSED True", "REFUSED True"], err[-2000:]
     assert after == "AFTER 50"
+    assert leaks == "LEAKS []"
     assert proc.returncode == 0, err[-2000:]
+
+
+_FED_CONSUMER = """
+import dataflow as D
+from tests.parallel import _util as u
+
+df = D.MultiProcessRunnerZMQ(u.Counting(), num_proc=2)
+df.reset_state()
+it = iter(df)
+next(it)
+print("PIDS", *df.worker_pids, flush=True)
+for _ in it:
+    pass
+"""
+
+_BUSY_LOOP = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+
+
+@pytest.mark.parametrize("busy", [0, 2], ids=["idle", "both-cores-busy"])
+def test_consumer_a_runner_feeds_exits_within_2s_of_sigint(busy: int) -> None:
+    """Promise: SIGINT to a consumer that a runner is feeding, uncaught, ends the program
+    within 2 s, its workers with it, also while two other processes keep both cores busy
+    (the workers are stopped in the interrupt's path, not left to compete with the exit)."""
+    loads = [subprocess.Popen([sys.executable, "-c", _BUSY_LOOP]) for _ in range(busy)]
+    try:
+        proc = p.start_script(_FED_CONSUMER)
+        try:
+            pids = [int(x) for x in p.read_line_with(proc, "PIDS").split()[1:]]
+            time.sleep(0.5)  # fed for a while
+            os.kill(proc.pid, signal.SIGINT)
+            t0 = time.monotonic()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the consumer did not exit within 10 s of SIGINT")
+            took = time.monotonic() - t0
+            gone = p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            _, err = proc.communicate(timeout=10)
+    finally:
+        for load in loads:
+            load.kill()
+            load.wait(10)
+    assert "KeyboardInterrupt" in err, err[-2000:]
+    assert took < 2.0, f"the consumer took {took:.2f} s to exit after SIGINT"
+    assert gone, "a worker outlived its consumer"
 
 
 def test_deferred_sigint_holds_a_sigint_until_the_block_ends() -> None:

@@ -224,6 +224,19 @@ def test_not_reentrant() -> None:
         assert len(list(df)) == 5
 
 
+def test_an_epoch_whose_workers_reset_state_restarted_says_so() -> None:
+    """Promise: an iterator held across ``reset_state()`` does not read the new workers'
+    stream; it raises DataFlowNotReset, and a new epoch runs once it is dropped."""
+    with MultiProcessRunnerZMQ(u.Range(50), num_proc=1) as df:
+        df.reset_state()
+        it = iter(df)
+        next(it)
+        df.reset_state()
+        with pytest.raises(DataFlowNotReset, match="restarted the workers during this epoch"):
+            list(it)
+        assert len(list(df)) == 50
+
+
 def test_reset_state_again_restarts_workers() -> None:
     with MultiProcessRunnerZMQ(u.Range(5), num_proc=2) as df:
         df.reset_state()
