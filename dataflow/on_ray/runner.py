@@ -38,6 +38,7 @@ from typing import Any
 
 from .. import seeding
 from .._checks import check_int, check_timeout
+from .._state import checking_only
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, LengthUnknownError, StateError
@@ -360,7 +361,7 @@ class RayRunner(DataFlow[Any]):
             self._resume = int_field(stage, state, "yielded", 0)
         was_running = bool(self._workers.actors)
         self._loaded = (workers, self._ended)
-        if was_running:  # loaded after reset_state: start the workers again from it
+        if was_running and not checking_only():  # started: start the workers again from it
             self.reset_state()
 
 

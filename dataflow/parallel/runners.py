@@ -34,6 +34,7 @@ from typing import Any
 
 from .. import _trace
 from .._checks import check_int
+from .._state import checking_only
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateError
@@ -274,7 +275,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self.__dict__.pop("_resume", None)
         if live:
             self._resume = int_field(stage, state, "delivered")
-        if self._pool is not None:  # after reset_state: start again from it
+        if self._pool is not None and not checking_only():  # started: start again from it
             self.reset_state()
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._checks import check_callable, check_int, check_timeout
+from .._state import checking_only
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
 from ..errors import DataFlowNotReset, StateError
@@ -193,5 +194,5 @@ class MultiThreadRunner(DataFlow[Any]):
         self.__dict__.pop("_resume", None)
         if live:
             self._resume = int_field(stage, state, "yielded")
-        if self._threads:  # loaded after reset_state: restart the threads from it
+        if self._threads and not checking_only():  # started: restart the threads from it
             self.reset_state()
