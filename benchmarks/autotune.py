@@ -109,8 +109,7 @@ def contender(name: str, make: Callable[[], Any], weight: int, touch: bool,
                 n += 1
         seconds = time.perf_counter() - t0
         if ended is not None:
-            workers = df._auto.plan.workers
-            ended.append(f"num_proc={workers}, buffer_size={df.buffer_size}" if workers else "in-process")
+            ended.append(f"num_proc={df._workers}, buffer_size={df.buffer_size}")
         df.close()
         return n * weight, seconds
 

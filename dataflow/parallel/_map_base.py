@@ -1,11 +1,9 @@
-"""The base class of the parallel maps (:class:`ParallelMapBase`), independent of threads,
-processes or Ray.
+"""The base class of every parallel map (:class:`ParallelMapBase`), independent of threads,
+processes or Ray: one class, whose subclasses provide only the transport.
 
 The consumer (the thread iterating the map) reads the upstream itself and submits *tasks*
 (a chunk of datapoints, tagged ``(epoch, seq)``) to workers, keeping at most
-``buffer_size`` datapoints in flight; workers send back results tagged the same way. With
-``chunk="auto"`` the datapoints per task follow the measured map time
-(:class:`~._autotune.ChunkTuner`): one for a slow map, groups for a cheap one.
+``buffer_size`` datapoints in flight; workers send back results tagged the same way.
 
 - **strict** (one pass per ``__iter__``): every upstream datapoint of the pass is mapped
   exactly once, and the iteration ends when the pass is done. Whatever belongs to an
@@ -16,46 +14,70 @@ The consumer (the thread iterating the map) reads the upstream itself and submit
 - **ordered**: results are yielded in submission order (a reorder buffer holds early ones).
 - **item_rng**: ``map_func(dp, rng)`` gets a generator seeded from ``(seed, epoch, index)``
   (see :func:`dataflow.seeding.item_rng`), the same in any worker.
-- **checkpoints**: the upstream's state plus the inputs not yet delivered (see
-  :mod:`._map_state`); independent of the number of workers.
+- **chunks**: with ``chunk="auto"`` the datapoints per task follow the map time the workers
+  measure (:meth:`ParallelMapBase._observe`): one for a slow map, so no worker idles while
+  another holds a long chunk; groups for a cheap one, whose cost is the consumer's per-task
+  work (pickling, socket operations, reordering). Decisions are logged at debug level on
+  ``dataflow.autotune``.
+- **checkpoints**: the upstream's state plus the inputs not yet delivered, independent of
+  the number of workers (see below).
 
-Subclasses provide the transport: ``_start``, ``_submit``, ``_receive``, ``_stop``; and may
-map in the consumer itself (``_in_consumer``, ``_stream_here``, ``_map_here``,
-``_serial_rest``: ``num_proc="auto"`` while workers do not pay).
+**The task ledger.** Every task (its inputs, with the item index of the first one) is kept
+from its submission until every output it produced has been yielded. When a task's outputs
+are released to the consumer (in input order for ordered maps, as they come for unordered
+ones), the ledger notes the cumulative number of *units* released (a unit is an output
+datapoint; for a map-and-batch, a mapped datapoint before batching). At ``state_dict()``
+time, the units not yet yielded tell which released tasks are not fully delivered and how
+many outputs of the first of them were; tasks still in flight or waiting in the reorder
+buffer are not delivered at all. Those tasks' inputs, in delivery order, are the state: a
+resumed map submits them again first and skips what the first one had delivered. So an
+ordered map resumes identically at any worker count, on threads, processes or Ray
+(``_state_kind = "ParallelMap"``), as long as ``map_func`` is deterministic or draws from
+per-item RNGs. Cost: a dict entry and a deque entry per task, pruned as tasks are delivered.
 
-This module holds the class: its settings, hooks and lifecycle. Its passes (the generators
-``__iter__`` returns) are in :mod:`._map_passes`, the tasks they submit and the results they
-take in :mod:`._map_tasks`, its checkpoint in :mod:`._map_state`.
+Subclasses provide the transport: ``_start``, ``_submit``, ``_receive``, ``_stop`` (and may
+change how a result becomes outputs: ``_outputs``, ``_unyielded_units``, ``_finish_pass``).
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from operator import length_hint
+from itertools import islice
 from typing import Any
 
 from .. import seeding
 from .._checks import check_callable, check_int, check_timeout
+from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, DataFlowReentrantError
+from ..errors import DataFlowNotReset, DataFlowReentrantError, StateError
 from ..ops.shard import shard_key
-from ._autotune import ChunkTuner
-from ._map_passes import begin_pass, endless_epoch, endless_run, forever, strict_pass
-from ._map_state import TaskLedger, get_state, set_state, upstreams_live
+from . import _messages as msg
 
-__all__ = ["ParallelMapBase"]
+__all__ = ["TASK_SECONDS", "ParallelMapBase", "RngKey", "TaskId"]
 
 TaskId = tuple[int, int]
 RngKey = tuple[seeding.ItemSeed, int, int] | None  # (base, epoch, index of the chunk's first)
-_NOTHING: Iterator[Any] = iter(())
+Task = tuple[list[Any], int]  # the inputs, the item index of the first one
+
+logger = logging.getLogger("dataflow.autotune")
+
+#: with ``chunk="auto"`` a task should keep a worker busy about this long: long enough that
+#: the consumer's fixed cost per task (~30-60 us: pickling, two socket operations,
+#: bookkeeping) is a few percent, short enough that the last task of a pass does not leave
+#: the other workers idle for long
+TASK_SECONDS = 0.002
+#: weight of the newest measurement in the running per-datapoint estimate (at least: more
+#: while it holds more datapoints than all those measured before it)
+_ALPHA = 0.25
 
 
 class ParallelMapBase(ProxyDataFlow):
     """Common logic of the parallel maps; see the module docstring for the semantics."""
 
     _state_kind = "ParallelMap"  # threads, processes, Ray: one state, resumable on another
-    _resume: tuple[Any, ...]  # set only by a live load (_map_state.py); the next __iter__ takes it
 
     def __init__(
         self,
@@ -81,27 +103,35 @@ class ParallelMapBase(ProxyDataFlow):
         self._item_seed = seeding.check_seed(stage, seed)
         if isinstance(chunk, str) and chunk != "auto":
             raise ValueError(f'{stage}: chunk must be an int >= 1 or "auto", got {chunk!r}')
-        fixed = None if chunk == "auto" else check_int(stage, "chunk", chunk)
-        self._tuner = ChunkTuner(stage, fixed, self.buffer_size)  # cap set again by _start
-        # Tasks in flight allowed before the first result (0: no limit). Until a result has
-        # measured the map, tasks carry one datapoint each; filling the whole buffer with
-        # them (200 messages) delayed a cheap map's first batch by tens of milliseconds.
+        # Datapoints per task: fixed, or (None) tuned by _observe within [1, _chunk_cap].
+        self._chunk_fixed = None if chunk == "auto" else check_int(stage, "chunk", chunk)
+        self._chunk = self._chunk_fixed or 1  # 1 until a result has measured the map
+        self._chunk_cap = max(1, self.buffer_size)  # set again by _start
+        self._per_item: float | None = None  # seconds of map time per datapoint (running estimate)
+        self._per_item_seen = 0  # datapoints measured so far
+        # Tasks in flight allowed before the first result (0: no limit; _start sets it). Until
+        # a result has measured the map, tasks carry one datapoint each; filling the whole
+        # buffer with them (200 messages) delayed a cheap map's first batch by tens of ms.
         self._probe = 0
         self._flight: dict[TaskId, int] = {}  # tasks sent, not received: their sizes
         self._flight_items = 0
+        self._inflight = 0
         self._guard = ReentrancyGuard(stage)
         self._started = False
         self._interrupted = False
         self._epoch = 0
         self._index = 0  # inputs taken this pass (strict) or since reset (non-strict)
-        self._stretch_count = 0  # measured stretches so far (which of their calls are timed)
         self._produced = 0  # results yielded in this non-strict epoch
-        self._ledger = TaskLedger()
+        self._ledger: dict[int, Task] = {}  # the ledger: tasks not yet fully delivered ...
+        self._marks: deque[tuple[int, int, int]] = deque()  # ... released: seq, first unit, end unit
+        self._released = 0  # ... units released so far
+        self._loaded: tuple[Any, ...] | None = None  # a loaded state, for the next __iter__
         self._base: seeding.ItemSeed | None = None
-        self._clear_epoch_state()
+        self._shard_key: tuple[int, ...] = ()
         self._endless: Iterator[Any] | None = None
+        self._clear_epoch_state()
 
-    # -- transport hooks ------------------------------------------------------------------
+    # -- transport: the subclass's ---------------------------------------------------------
     def _start(self) -> None:
         raise NotImplementedError
 
@@ -116,7 +146,6 @@ class ParallelMapBase(ProxyDataFlow):
     def _stop(self) -> None:
         raise NotImplementedError
 
-    # -- results --------------------------------------------------------------------------
     def _outputs(self, kind: bytes, payload: Any, skip: int) -> int:
         """Put one task's result on ``self._ready``, dropping its first ``skip`` units;
         returns the units it added (default: a list of results, a unit per result)."""
@@ -126,43 +155,7 @@ class ParallelMapBase(ProxyDataFlow):
 
     def _unyielded_units(self) -> int:
         """Units released to the consumer but not yielded yet."""
-        return len(self._ready) + length_hint(self._here)
-
-    def _in_consumer(self) -> int:
-        """How many datapoints to map right here, in the consumer, without tasks (a pass,
-        or a non-strict epoch, with nothing in flight asks before each group or measured
-        stretch); 0: none, use the workers.
-        See :meth:`_map_here`."""
-        return 0
-
-    def _stream_here(self, size: int) -> int:
-        """Where :meth:`_in_consumer` asked for ``size`` datapoints: how many to map in a
-        measured stretch instead (each result yielded as it is made, some calls of
-        ``map_func`` timed; see :mod:`._map_passes`); 0: a group, :meth:`_map_here`."""
-        return 0
-
-    def _stretch_sample(self) -> bool:
-        """Whether the next measured stretch keeps its first result for
-        :meth:`_stretch_measured`."""
-        return False
-
-    def _stretch_measured(self, items: int, busy: float, now: float, sample: list[Any] | None) -> None:
-        """A measured stretch read ``items`` datapoints and spent ``busy`` s in ``map_func``;
-        it ended at ``now``; ``sample``: its first result, where asked for."""
-
-    def _map_here(self, chunk: list[Any], rng_key: RngKey) -> list[Any]:
-        """Map ``chunk`` in the consumer (when :meth:`_in_consumer` asked for it)."""
-        raise NotImplementedError
-
-    def _serial_rest(self) -> bool:
-        """Whether a strict pass maps the rest of its upstream (a non-strict map: of its
-        epoch) in its own loop, exactly as ``.map`` does: no groups, no clock, nothing held (a
-        checkpoint is the upstream's position). A strict pass asks where :meth:`_in_consumer`
-        would map a group here, a non-strict one before each result it waits for."""
-        return False
-
-    def _serial_done(self) -> None:
-        """The loop of :meth:`_serial_rest` reached the end of the upstream."""
+        return len(self._ready)
 
     def _finish_pass(self) -> None:
         """Called when a strict pass has received every result (batching flushes here)."""
@@ -173,10 +166,7 @@ class ParallelMapBase(ProxyDataFlow):
         self._started = False
         self._stop()  # even if not started: a start that a Ctrl-C cut may have begun
         self.ds.reset_state()
-        self._inflight = 0
-        self._flight.clear()
-        self._flight_items = 0
-        self._endless = None
+        self._forget_flight()
         self._clear_epoch_state()
         if self.item_rng:
             if self._base is None:
@@ -197,8 +187,22 @@ class ParallelMapBase(ProxyDataFlow):
             finally:
                 self.ds.close()
 
+    def reset_workers(self) -> None:
+        """Restart the workers without resetting the upstream (after an interrupt)."""
+        self._clear_epoch_state()  # first: results held here may view the old workers' memory
+        self._stop()
+        self._forget_flight()
+        self._start()
+        self._interrupted = False
+
     def __len__(self) -> int:
         return len(self.ds)
+
+    def _forget_flight(self) -> None:
+        self._inflight = 0
+        self._flight.clear()
+        self._flight_items = 0
+        self._endless = None
 
     def _clear_epoch_state(self) -> None:
         self._seq = 0
@@ -206,8 +210,9 @@ class ParallelMapBase(ProxyDataFlow):
         self._pending: dict[int, tuple[bytes, Any, int]] = {}
         self._pending_items = 0
         self._ready: deque[Any] = deque()
-        self._here: Iterator[Any] = _NOTHING  # outputs of a group mapped here, being yielded
         self._ledger.clear()
+        self._marks.clear()
+        self._released = 0
         self._skip = 0  # units of the first released task to drop (a resumed partial task)
 
     def __iter__(self) -> Iterator[Any]:
@@ -222,47 +227,260 @@ class ParallelMapBase(ProxyDataFlow):
             )
         if self._interrupted:  # a message may have been cut in half: start clean
             self.reset_workers()
-        resume = self.__dict__.pop("_resume", None)
+        loaded, self._loaded = self._loaded, None
         if self.strict:
-            gen = self._strict_pass(self._begin_pass(resume))
+            gen = self._strict_pass(*self._begin_pass(loaded))
         else:
-            gen = self._endless_epoch(resume)
+            gen = self._endless_run(loaded)
         return self._track(gen)
 
-    def reset_workers(self) -> None:
-        """Restart the workers without resetting the upstream (after an interrupt)."""
-        self._clear_epoch_state()  # first: results held here may view the old workers' memory
-        self._stop()
-        self._inflight = 0
-        self._flight.clear()
-        self._flight_items = 0
-        self._endless = None
-        self._start()
-        self._interrupted = False
+    # -- passes: the generators __iter__ returns ------------------------------------------
+    def _begin_pass(self, loaded: tuple[Any, ...] | None) -> tuple[int, Iterator[Any]]:
+        """Start a strict pass (eagerly, in ``__iter__``): ``(epoch, source)``; a resumed pass
+        first submits the tasks its checkpoint owed."""
+        self._clear_epoch_state()
+        if loaded is None:
+            self._epoch += 1
+            self._index = 0
+            return self._epoch, iter(self.ds)
+        tasks, self._skip = loaded[:2]
+        source = iter(self.ds)
+        for chunk, first in tasks:
+            self._submit_task(chunk, self._epoch, first)
+        return self._epoch, source
 
-    # -- passes: the generators are in _map_passes.py -------------------------------------
-    def _begin_pass(self, resume: Any) -> tuple[int, Iterator[Any], int]:
-        """Start a strict pass (eagerly, in ``__iter__``): ``(epoch, source, resubmitted)``."""
-        return begin_pass(self, resume)
-
-    def _strict_pass(self, begun: tuple[int, Iterator[Any], int]) -> Iterator[Any]:
-        return strict_pass(self, begun)
+    def _strict_pass(self, epoch: int, source: Iterator[Any]) -> Iterator[Any]:
+        # The guard and the interrupt flag live here, not in a wrapping generator: one
+        # generator level less per datapoint (a cheap map's whole cost is such overheads).
+        more, received = True, 0
+        ready = self._ready
+        with self._guard:
+            try:
+                while True:
+                    if more:
+                        more = self._fill(source, epoch)
+                    if not more and received == self._seq:
+                        break
+                    if self._take_result(epoch):
+                        received += 1
+                    while ready:
+                        yield ready.popleft()
+                self._finish_pass()
+                while ready:
+                    yield ready.popleft()
+            except KeyboardInterrupt:
+                self._interrupted = True
+                raise
 
     def _forever(self, resumed: bool) -> Iterator[Any]:
-        return forever(self, resumed)
+        """The upstream repeated forever (non-strict maps)."""
+        produced = resumed  # a resumed upstream epoch had produced before the checkpoint
+        itr = iter(self.ds)
+        while True:
+            for dp in itr:
+                produced = True
+                yield dp
+            if not produced:
+                raise ValueError(
+                    f"{type(self).__name__}: the upstream {type(self.ds).__name__} produced an empty "
+                    f"epoch; with strict=False it is repeated forever, which would hang"
+                )
+            produced = False
+            itr = iter(self.ds)
 
-    def _endless_epoch(self, resume: Any) -> Iterator[Any]:
-        return endless_epoch(self, resume)
+    def _endless_run(self, loaded: tuple[Any, ...] | None) -> Iterator[Any]:
+        """A non-strict epoch: ``len(ds)`` results of the upstream repeated forever. Begun
+        eagerly (in ``__iter__``): a resumed epoch first submits the tasks its checkpoint owed."""
+        if loaded is not None:
+            tasks, self._skip, produced, up_live = loaded
+            self._endless = self._forever(up_live) if up_live else None
+            for chunk, first in tasks:
+                self._submit_task(chunk, 0, first)
+        else:
+            produced = 0
+        self._produced = produced  # the epoch begins now, not when first pulled
+        if self._endless is None:
+            self._endless = self._forever(False)
+        return self._endless_epoch(self._endless)
 
-    def _endless_run(self) -> Iterator[Any]:
-        return endless_run(self)
+    def _endless_epoch(self, endless: Iterator[Any]) -> Iterator[Any]:
+        try:
+            size: int | None = len(self)
+        except (TypeError, NotImplementedError):
+            size = None
+        ready = self._ready
+        with self._guard:
+            try:
+                while size is None or self._produced < size:
+                    if ready:
+                        self._produced += 1
+                        yield ready.popleft()
+                        continue
+                    self._fill(endless, 0)
+                    self._take_result(0)
+            except KeyboardInterrupt:
+                self._interrupted = True
+                raise
 
-    # -- checkpoints: the state is made and read back in _map_state.py ---------------------
+    # -- tasks: submitted, then their results taken ----------------------------------------
+    def _rng_key(self, epoch: int, first_index: int) -> RngKey:
+        if not self.item_rng or self._base is None:
+            return None
+        entropy, base_key = self._base
+        return ((entropy, (*base_key, *self._shard_key)), epoch if self.strict else 0, first_index)
+
+    def _submit_task(self, chunk: list[Any], epoch: int, first_index: int) -> None:
+        seq = self._seq
+        self._submit((epoch, seq), chunk, self._rng_key(epoch, first_index))
+        self._flight[(epoch, seq)] = n = len(chunk)
+        self._flight_items += n
+        self._ledger[seq] = (chunk, first_index)
+        self._seq = seq + 1
+        self._inflight += 1
+
+    def _fill(self, source: Iterator[Any], epoch: int) -> bool:
+        """Submit tasks while there is room; False once ``source`` is exhausted. Results held in
+        the reorder buffer count against the room, so ``buffer_size`` bounds memory (in
+        datapoints; a task is sent only if it fits whole, or when nothing is in flight)."""
+        limit = self.buffer_size
+        while True:
+            size = self._chunk
+            held = self._flight_items + self._pending_items
+            if held and held + size > limit:
+                return True
+            if self._probe and self._inflight >= self._probe:
+                return True  # the first result sizes the rest (see __init__)
+            chunk = list(islice(source, size))
+            if not chunk:
+                return False
+            first = self._index
+            self._index = first + len(chunk)
+            self._submit_task(chunk, epoch, first)
+
+    def _take_result(self, epoch: int) -> bool:
+        """Receive one result into ``self._ready``; False if it was stale (older epoch)."""
+        task_id, kind, payload = self._receive()
+        self._inflight -= 1
+        self._probe = 0
+        size = self._flight.pop(task_id, 0) if task_id is not None else 0
+        self._flight_items -= size
+        if task_id is not None and task_id[0] != epoch:
+            return False  # an abandoned pass's result or error: dropped
+        if kind == msg.ERROR:
+            raise msg.error_for(type(self).__name__, payload)
+        seq = task_id[1] if task_id is not None else -1
+        if not self.ordered:
+            self._release(seq, kind, payload)
+            return True
+        pending = self._pending
+        pending[seq] = (kind, payload, size)
+        self._pending_items += size
+        while self._want in pending:
+            kind, payload, size = pending.pop(self._want)
+            self._pending_items -= size
+            self._release(self._want, kind, payload)
+            self._want += 1
+        return True
+
+    def _release(self, seq: int, kind: bytes, payload: Any) -> None:
+        """A task's outputs go to the consumer: noted in the ledger, which forgets the tasks
+        whose every output was yielded."""
+        skip, self._skip = self._skip, 0
+        start = self._released
+        self._released = start + self._outputs(kind, payload, skip)
+        self._marks.append((seq, start, self._released))
+        self._prune(self._unyielded_units())
+
+    def _prune(self, unyielded: int) -> None:
+        """Forget tasks whose every unit was yielded (``unyielded`` units are still waiting)."""
+        yielded, marks, tasks = self._released - unyielded, self._marks, self._ledger
+        while marks and marks[0][2] <= yielded:
+            tasks.pop(marks.popleft()[0], None)
+
+    def _observe(self, items: int, busy: float) -> None:
+        """A task of ``items`` datapoints kept a worker busy for ``busy`` seconds: update the
+        map's time per datapoint and, with ``chunk="auto"``, the datapoints per task, so that
+        a task takes about :data:`TASK_SECONDS`, within ``[1, _chunk_cap]``."""
+        if items <= 0 or busy < 0:
+            return
+        sample = busy / items
+        est, seen = self._per_item, self._per_item_seen
+        # Weighted by datapoints while few are measured: the first task's one datapoint (often
+        # slow: caches cold) must not outweigh the hundreds of the task it sized.
+        weight = max(_ALPHA, items / (seen + items))
+        self._per_item = est = sample if est is None else est + weight * (sample - est)
+        self._per_item_seen = seen + items
+        if self._chunk_fixed is not None:
+            return  # measured all the same: the process map's start-up placement uses it
+        cap = self._chunk_cap
+        want = cap if est <= TASK_SECONDS / cap else max(1, min(cap, int(TASK_SECONDS / est)))
+        old = self._chunk
+        if want != old and (want >= 2 * old or 2 * want <= old or want in (1, cap)):
+            self._chunk = want  # hysteresis: small wobbles of the estimate change nothing
+            logger.debug(
+                "%s: %d datapoint(s) per task (map takes %.1f us per datapoint; was %d)",
+                type(self).__name__, want, est * 1e6, old,
+            )
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _undelivered(self) -> tuple[list[Task], int]:
+        """The tasks to submit again, in delivery order, and how many units of the first of
+        them were already yielded."""
+        unyielded = self._unyielded_units()
+        self._prune(unyielded)
+        yielded = self._released - unyielded
+        released = [seq for seq, _, _ in self._marks if seq in self._ledger]
+        skip = yielded - self._marks[0][1] if self._marks else 0
+        rest = sorted(seq for seq in self._ledger if seq not in set(released))
+        order = sorted(released + rest) if self.ordered else released + rest
+        return [self._ledger[seq] for seq in order], max(0, skip)
+
     def _upstreams_live(self, live: bool) -> list[bool]:
-        return upstreams_live(self, live)
+        if self.strict:
+            return [live]
+        gen = self._endless  # _forever yields only from inside an upstream epoch
+        return [gen is not None and inspect.getgeneratorstate(gen) == inspect.GEN_SUSPENDED]  # type: ignore[arg-type]
 
     def _get_state(self, live: bool) -> dict[str, Any]:
-        return get_state(self, live)
+        stage = type(self).__name__
+        carry = live or not self.strict  # a non-strict map's results in flight belong to its next epoch
+        tasks, skip = self._undelivered() if carry else ([], 0)
+        flat = [dp for inputs, _ in tasks for dp in inputs]
+        state: dict[str, Any] = {"epoch": self._epoch, "index": self._index}
+        state["produced"] = self._produced if live else 0
+        state["tasks"] = {
+            "inputs": encode_items(stage, flat, "inputs in flight") if flat else None,
+            "sizes": [len(inputs) for inputs, _ in tasks],
+            "first_indices": [first for _, first in tasks],
+            "skip": skip,
+        }
+        if self.item_rng and self._base is not None:
+            state["base"] = [str(self._base[0]), list(self._base[1])]
+        return state
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
-        set_state(self, state, live)
+        """Keep what the next ``__iter__`` starts from (it submits the saved tasks first);
+        nothing is started or stopped here."""
+        stage = type(self).__name__
+        saved = field(stage, state, "tasks", dict)
+        sizes = field(stage, saved, "sizes", list)
+        firsts = field(stage, saved, "first_indices", list)
+        skip = int_field(stage, saved, "skip")
+        flat = decode_items(stage, saved, "inputs") if sizes and sum(sizes) else []
+        sizes_ok = all(isinstance(n, int) and n > 0 for n in sizes)
+        if len(sizes) != len(firsts) or not sizes_ok or sum(sizes) != len(flat):
+            raise StateError(f"{stage}: the saved inputs in flight are corrupted")
+        tasks: list[Task] = []
+        pos = 0
+        for n, first in zip(sizes, firsts):
+            tasks.append((flat[pos : pos + n], int(first)))
+            pos += n
+        self._epoch = int_field(stage, state, "epoch")
+        self._index = int_field(stage, state, "index")
+        if self.item_rng and "base" in state:
+            entropy, key = field(stage, state, "base", list)
+            self._base = (int(entropy), tuple(int(k) for k in key))
+        if self.strict:
+            self._loaded = (tasks, skip) if live else None
+        else:
+            self._loaded = (tasks, skip, int_field(stage, state, "produced") if live else 0, True)

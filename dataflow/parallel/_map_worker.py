@@ -51,7 +51,7 @@ def map_worker(
             _, _, (task_id, chunk, rng_key) = msg.recv(link.sock)
             t0 = clock()
             out = apply_map(map_func, chunk, rng_key)
-            busy = clock() - t0  # the consumer's ChunkTuner sizes later tasks from it (t0: traces)
+            busy = clock() - t0  # the consumer's chunk tuning sizes later tasks from it (t0: traces)
             if batch_size and len(out) == batch_size:
                 send_batch(link, stage, (task_id, out, busy, t0))
             else:

@@ -28,8 +28,8 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
     datapoints. At the end of a strict pass the rest is produced if ``remainder`` else
     dropped. ``len`` is ``len(ds) // batch_size`` (``ceil`` with ``remainder``).
     ``buffer_size`` (default ``3 * batch_size``) counts datapoints in flight. ``num_proc`` and
-    ``buffer_size`` may be ``"auto"`` as for :class:`MultiProcessMapDataZMQ` (in-process, the
-    batches are made in this process; ``"auto"`` buffers hold at least two batches per worker).
+    ``buffer_size`` may be ``"auto"`` as for :class:`MultiProcessMapDataZMQ` (``"auto"``
+    buffers hold at least two batches per worker).
     """
 
     _state_kind = "ParallelMapAndBatch"

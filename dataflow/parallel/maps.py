@@ -5,18 +5,44 @@
 The upstream is read **in the consumer process** (it is reset there, once); datapoints are
 sent to ``num_proc`` workers that apply ``map_func`` and send results back. Each task goes
 to the worker with the fewest tasks in flight, so a slow datapoint never stalls the others.
-Epochs, ``strict``, ``ordered``, ``item_rng`` and checkpoints are as described in
-:mod:`dataflow.parallel._map_base`. ``map_func`` runs in the workers: under
+Epochs, ``strict``, ``ordered``, ``item_rng``, chunks and checkpoints are those of every
+parallel map (:mod:`dataflow.parallel._map_base`). ``map_func`` runs in the workers: under
 ``spawn``/``forkserver`` it must be picklable (a module-level function), which is checked
 with a clear error. Workers are seeded apart (see :func:`dataflow.seeding.enter_worker`), so
 random augmentations drawing from a worker's RNG differ across workers.
+
+**Starting workers.** ``reset_state()`` forks worker 0 and the others later (``ProcessPool``
+with ``lazy=True``): a fork blocks the consumer for as long as it takes (tens of
+milliseconds in a process that imported a framework), so forking every worker up front
+delays the first batch by that much per worker. Until every worker has said READY, the map
+places tasks itself (:meth:`MultiProcessMapDataZMQ._choose`):
+
+- a worker not READY yet never gets a message (a ROUTER drops messages to an unknown peer);
+  the tasks given to it are held and sent when it says READY, in order;
+- before any result has measured the map, tasks are placed as if every worker were there
+  (the first tasks carry one datapoint each), but a worker's held tasks do not start it:
+  only the pool's :data:`~._pool.LAZY_START_S` bound does;
+- once a result has measured the map, the tasks held for workers not READY move to READY
+  workers as long as the work queued on each stays within :data:`LAZY_BUDGET_S` at the
+  measured time per datapoint, and new tasks are placed the same way; a task beyond that
+  goes to the least loaded worker not READY, which the map then starts.
+
+So a cheap map's first batches come from worker 0 while the others start, and a slow map
+starts every worker at once. Once every worker is READY each task goes to the worker with
+the fewest tasks in flight.
+
+**"auto".** ``num_proc="auto"`` takes as many workers as this process may use cores, no more
+than fit in half the memory available (:data:`WORKER_BYTES` each). ``buffer_size="auto"``
+sizes the datapoints in flight from the workers and the measured bytes per result. A map
+too cheap for processes is not switched to another mode: it is told, once, with the
+measured numbers (:meth:`MultiProcessMapDataZMQ._judge_transport`).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import logging
+import os
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -24,26 +50,70 @@ import zmq
 
 from .. import _trace
 from .._checks import check_int
+from .._warn import warn
 from ..base import DataFlow
 from ..errors import DataFlowNotReset, WorkerError
-from . import _map_auto as here
 from . import _messages as msg
-from ._autotune import (
-    AUTO_BUFFER_PER_WORKER,
-    WORKER_BYTES,
-    WorkerPlan,
-    available_cores,
-    memory_bound_workers,
-)
-from ._autoworkers import AutoBuffer, AutoWorkers
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._map_worker import map_worker
 from ._options import WorkerOptions
 from ._pool import DEFAULT_SHM_BYTES, ProcessPool
-from ._startup import StartupDispatch
 
-__all__ = ["MultiProcessMapData", "MultiProcessMapDataZMQ"]
+__all__ = [
+    "AUTO_BUFFER_PER_WORKER",
+    "LAZY_BUDGET_S",
+    "WORKER_BYTES",
+    "MultiProcessMapData",
+    "MultiProcessMapDataZMQ",
+    "available_cores",
+    "memory_bound_workers",
+]
+
+logger = logging.getLogger("dataflow.autotune")
+
+Task = tuple[TaskId, list[Any], RngKey]
+
+#: the map time a READY worker may have queued before tasks go to a worker still starting
+LAZY_BUDGET_S = 0.02
+#: datapoints in flight per worker when ``buffer_size="auto"``: room for two full tasks of
+#: the largest automatic chunk (64) per worker, so no worker waits for its next task
+AUTO_BUFFER_PER_WORKER = 128
+#: ``buffer_size="auto"``: at most this many tasks in flight per worker (more only queue
+#: behind a worker that the OS pauses, and an ordered map waits for it) ...
+TASKS_PER_WORKER = 16
+#: ... and never fewer than this many (of ``chunk`` datapoints: a batch of a map-and-batch)
+FLOOR_TASKS_PER_WORKER = 2
+#: memory assumed per worker process when bounding ``num_proc="auto"`` (a forked worker
+#: shares its parent's pages; this is its own heap, buffers and the map's working set)
+WORKER_BYTES = 256 * 2**20
+#: ``num_proc="auto"`` judges its transport on the tasks received, once every worker has
+#: started, after this many (the first may still be one-datapoint tasks) ...
+_WARMUP_TASKS = 8
+#: ... over this many tasks
+_JUDGED_TASKS = 32
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def memory_bound_workers(per_worker_bytes: int, available: int | None = None) -> int:
+    """How many workers fit in half of the memory available now (``/proc/meminfo``'s
+    MemAvailable unless ``available`` is given), each assumed to need ``per_worker_bytes``;
+    at least 1. Without ``/proc/meminfo`` the bound is not applied (a large number)."""
+    if available is None:
+        try:
+            with open("/proc/meminfo", encoding="ascii") as f:
+                lines = [line for line in f if line.startswith("MemAvailable:")]
+            available = int(lines[0].split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            return 1 << 16
+    return max(1, (available // 2) // max(1, per_worker_bytes))
 
 
 class MultiProcessMapDataZMQ(ParallelMapBase):
@@ -51,20 +121,17 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
 
     Args:
         ds: the upstream, read (and reset) in this process.
-        num_proc: number of worker processes, or ``"auto"``: the map starts in-process,
-            measures its map time and its consumer's own time per datapoint, and starts
-            workers (up to the cores this process may use, bounded by the memory available)
-            only when they pay; it then uses one worker more or fewer as the consumer's
-            waiting shows. Every move is checked against the throughput measured before it
-            and undone if it lost, and workers slower than the measured in-process rate
-            (a loaded machine) give way to it. A cheap map stays in-process: no process is
-            started. Decisions are logged at debug level on ``dataflow.autotune``.
+        num_proc: number of worker processes, or ``"auto"``: as many as this process may use
+            cores, bounded by the memory available. A map too cheap to gain from processes
+            (its time per datapoint under what sending it to a worker and receiving its
+            result costs this process) warns once, with both measured costs: map it
+            in-process (``.map``) or batch first.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer);
-            ``"auto"``: 128 per worker that may run, but no more than 16 tasks per worker (a
-            slow map sends one datapoint per task: more would only queue behind a worker the
-            OS pauses), and fewer for large results (as many as half the shared memory
-            holds, at the measured bytes per datapoint); at least 2 tasks per worker.
+            ``"auto"``: 128 per worker, but no more than 16 tasks per worker (a slow map
+            sends one datapoint per task: more would only queue behind a worker the OS
+            pauses), and fewer for large results (as many as half the shared memory holds,
+            at the measured bytes per datapoint); at least 2 tasks per worker.
         strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
@@ -107,75 +174,56 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     ) -> None:
         stage = type(self).__name__
         options = WorkerOptions(stage, start_method, seed, timeout, shm_bytes, copy, hwm=0)
-        self._auto: AutoWorkers | None = None
         if num_proc == "auto":
-            cores = available_cores()
-            most = max(1, min(cores, memory_bound_workers(WORKER_BYTES)))
-            self._auto = AutoWorkers(WorkerPlan(stage, most, cores))
+            workers = max(1, min(available_cores(), memory_bound_workers(WORKER_BYTES)))
+            logger.debug("%s: num_proc='auto' uses %d worker(s)", stage, workers)
         else:
-            most = check_int(stage, "num_proc", _not_str(stage, "num_proc", num_proc))
-        self._inline: deque[tuple[TaskId, list[Any], RngKey]] = deque()  # tasks to map here
-        self._abuf: AutoBuffer | None = None
-        if buffer_size == "auto":
-            unit = chunk if isinstance(chunk, int) else 1
-            self._abuf = AutoBuffer(stage, AUTO_BUFFER_PER_WORKER * most, DEFAULT_SHM_BYTES // 2, unit)
-            buffer_size = self._abuf.most
+            workers = check_int(stage, "num_proc", _not_str(stage, "num_proc", num_proc))
+        self._auto_buffer = buffer_size == "auto"
+        if self._auto_buffer:
+            unit = chunk if isinstance(chunk, int) else 1  # a batch of a map-and-batch
+            buffer_size = max(AUTO_BUFFER_PER_WORKER * workers, FLOOR_TASKS_PER_WORKER * unit)
         size = _not_str(stage, "buffer_size", buffer_size)
         super().__init__(ds, map_func, size, strict, ordered, options.timeout, chunk, item_rng, seed)
-        self.num_proc: int | str = num_proc if self._auto is not None else most
-        self._most = most  # workers started (all of them used, unless num_proc="auto")
-        self._active = most
+        self.num_proc: int | str = num_proc if num_proc == "auto" else workers
+        self._workers = workers
         self.options = options
         self.start_method, self.seed = start_method, options.seed
         self.shm_bytes, self.copy = shm_bytes, options.copy
         self._pool: ProcessPool | None = None
-        self._load: list[int] = []
-        self._startup = StartupDispatch(0)  # task placement while workers start (see _startup)
-        self._small_results = False  # num_proc="auto" saw no large buffer: workers get no rings
-        self._measured_at = 0.0  # num_proc="auto": when a group mapped in-process was last timed
-        self._measures = 0  # ... and how many were
-        self._sized_at = -1e9  # ... and when a result's bytes were last measured
-        self._results_small: bool | None = None  # ... and whether it held no large buffer
+        self._load: list[int] = []  # tasks in flight per worker
+        self._buffer_most = self.buffer_size  # buffer_size="auto": its bounds and estimate
+        self._buffer_budget = DEFAULT_SHM_BYTES // 2
+        self._bytes_per_item: float | None = None
+        # num_proc="auto" judges once whether processes pay, from seconds per datapoint of
+        # the map (per task), of sends and of receives that did not wait; None once judged
+        self._transport: tuple[list[float], list[float], list[float]] | None = None
+        if num_proc == "auto":
+            self._transport = ([], [], [])
+        self._transport_seen = 0  # tasks received since every worker started
+        self._startup_reset(0)
 
     @property
     def worker_pids(self) -> list[int | None]:
         """The pids of the workers (empty before ``reset_state``/after ``close``); starts
-        those not started yet (see ``_startup``: worker 0 starts first)."""
+        those not started yet (worker 0 starts first: see the module docstring)."""
         return self._pool.pids if self._pool is not None else []
 
+    # -- start and stop -------------------------------------------------------------------
     def _start(self) -> None:
-        auto = self._auto
-        if auto is not None:
-            self._inline.clear()
-            auto.restart(time.perf_counter())
-            if not auto.parallel:
-                return  # maps in-process until the measurements say workers pay
-            self._active = auto.plan.workers
-        self._start_pool()
-
-    def _start_pool(self, small: bool | None = None) -> None:
-        """Start the workers. ``small``: a result mapped in-process (``num_proc="auto"``) held
-        no large buffer; where ``shm_bytes`` was left automatic, the workers then get no shared
-        memory (reserving it costs more than a short job's whole run)."""
-        n = self._most
-        options = self.options
-        if small is not None and options.shm_bytes is None:
-            self._small_results = small
-        if self._small_results:
-            options = dataclasses.replace(options, shm_bytes=0)
-        seed = options.worker_seed()
-        args = [(i, self.map_func, options, seed, self._batch_size) for i in range(n)]
-        # Worker 0 now, the others when _startup says tasks wait for them (or LAZY_START_S):
-        # a fork blocks the consumer, so forking every worker first delays the first batch.
+        n, options = self._workers, self.options
+        args = [(i, self.map_func, options, options.worker_seed(), self._batch_size) for i in range(n)]
+        # Worker 0 now, the others when tasks wait for them (or LAZY_START_S): see the module
+        # docstring. A fork blocks the consumer, so forking every worker first delays the first batch.
         self._pool = pool = ProcessPool(
             options, map_worker, args, {"map_func": self.map_func}, lazy=True, start_on_data=False
         )
         self._load = [0] * n
-        self._startup = StartupDispatch(n)
-        self._tuner.cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
-        self._probe = 2 * self._active if self._tuner.per_item is None else 0  # see ParallelMapBase
-        if self._abuf is not None and pool.ring_bytes:
-            self._abuf.budget = pool.ring_bytes // 2  # results in flight stay in shared memory
+        self._startup_reset(n)
+        self._chunk_cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
+        self._probe = 2 * n if self._per_item is None else 0  # see ParallelMapBase.__init__
+        if self._auto_buffer and pool.ring_bytes:
+            self._buffer_budget = pool.ring_bytes // 2  # results in flight stay in shared memory
         try:
             while True:  # a ROUTER drops messages to unknown peers: wait for worker 0 to say READY
                 worker, kind, payload = pool.recv()
@@ -189,35 +237,38 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             self._stop()  # a failed start leaves no worker and no shared memory behind
             raise
 
-    def _now_ready(self, worker: int) -> None:
-        """``worker`` said READY: send it the tasks held for it, in order."""
-        for task in self._startup.now_ready(worker):
-            self._send(worker, task)
+    def _stop(self) -> None:
+        with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
+            pool, self._pool = self._pool, None
+            self._startup_reset(0)
+            if pool is not None:
+                pool.close()
 
     def _live_pool(self) -> ProcessPool:
         if self._pool is None:
             raise DataFlowNotReset(f"{type(self).__name__}: the workers are not running; call reset_state()")
         return self._pool
 
+    # -- tasks out ------------------------------------------------------------------------
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
-        if self._auto is not None and not self._auto.parallel:
-            self._inline.append((task_id, chunk, rng_key))  # mapped when its result is wanted
-            return
         self._live_pool()
-        load, startup = self._load, self._startup
-        if startup.starting:  # some worker is not READY yet: see _startup
-            worker = startup.choose(load, self._active, len(chunk), self._tuner.per_item)
-            startup.sent(worker, len(chunk))
-            if not startup.hold(worker, (task_id, chunk, rng_key)):
-                self._send(worker, (task_id, chunk, rng_key))
+        load, task = self._load, (task_id, chunk, rng_key)
+        if self._starting:  # some worker is not READY yet: see the module docstring
+            worker = self._choose(len(chunk))
+            self._queued[worker] += len(chunk)
+            if self._is_ready[worker]:
+                self._send(worker, task)
+            else:
+                self._held.setdefault(worker, []).append(task)
         else:
-            active = load if self._active == len(load) else load[: self._active]
-            worker = active.index(min(active))
-            self._send(worker, (task_id, chunk, rng_key))
+            worker = load.index(min(load))
+            self._send(worker, task)
         load[worker] += 1
 
-    def _send(self, worker: int, task: tuple[TaskId, list[Any], RngKey]) -> None:
+    def _send(self, worker: int, task: Task) -> None:
         pool = self._live_pool()
+        cost = self._transport
+        t0 = time.perf_counter() if cost is not None else 0.0
         try:
             pool.send(worker, msg.DATA, task)
         except zmq.ZMQError as e:  # EHOSTUNREACH: that worker is gone; name it once reapable
@@ -226,54 +277,182 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
                 pool.check()
                 time.sleep(0.02)
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
+        if cost is not None and self._per_item is not None and not self._starting:
+            # measured once the first tasks (one datapoint each) and the workers' starts are over
+            cost[1].append((time.perf_counter() - t0) / len(task[1]))
 
-    # -- num_proc="auto" in-process, and measured receives: in _map_auto.py -------------
-    _in_consumer = here.in_consumer
-    _stream_here = here.stream_here
-    _stretch_sample = here.stretch_sample
-    _stretch_measured = here.stretch_measured
-    _map_here = here.map_here
-    _serial_rest = here.serial_rest
-    _serial_done = here.serial_done
+    # -- start-up placement (while some worker is not READY) -------------------------------
+    def _startup_reset(self, n: int) -> None:
+        self._is_ready = [False] * n
+        self._held: dict[int, list[Task]] = {}  # worker -> tasks waiting for its READY
+        self._queued = [0] * n  # datapoints in flight per worker, while starting
+        self._starting = n > 0  # some worker has not said READY yet
 
+    def _choose(self, size: int) -> int:
+        """The worker for a task of ``size`` datapoints while some are starting."""
+        room = self._room(size)
+        if room is not None:
+            return room
+        # Ties: unmeasured, a READY worker (the first result comes sooner); over the budget,
+        # a starting one.
+        load, ready, over = self._load, self._is_ready, self._per_item is not None
+        return min(range(len(load)), key=lambda w: (load[w], ready[w] == over))
+
+    def _room(self, size: int) -> int | None:
+        """The least loaded READY worker if ``size`` more datapoints keep its queued work
+        within :data:`LAZY_BUDGET_S` (``None``: no such worker, or nothing measured)."""
+        per_item = self._per_item
+        up = [w for w, ready in enumerate(self._is_ready) if ready]
+        if per_item is None or not up:
+            return None
+        best = min(up, key=self._load.__getitem__)
+        return best if (self._queued[best] + size) * per_item <= LAZY_BUDGET_S else None
+
+    def _rebalance(self) -> None:
+        """Send held tasks (oldest first) to READY workers that have room within the budget."""
+        load, queued = self._load, self._queued
+        for worker in sorted(self._held):
+            tasks = self._held[worker]
+            while tasks:
+                size = len(tasks[0][1])
+                best = self._room(size)
+                if best is None:
+                    break
+                task = tasks.pop(0)
+                load[worker] -= 1
+                load[best] += 1
+                queued[worker] = max(0, queued[worker] - size)
+                queued[best] += size
+                self._send(best, task)
+            if not tasks:
+                del self._held[worker]
+
+    def _now_ready(self, worker: int) -> None:
+        """``worker`` said READY: send it the tasks held for it, in order."""
+        self._is_ready[worker] = True
+        self._starting = not all(self._is_ready)
+        for task in self._held.pop(worker, []):
+            self._send(worker, task)
+
+    def _task_done(self, worker: int, items: int) -> None:
+        """A task of ``items`` datapoints came back from ``worker``."""
+        self._load[worker] -= 1
+        if self._starting:
+            self._queued[worker] = max(0, self._queued[worker] - items)
+
+    # -- results in -----------------------------------------------------------------------
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
-        auto, abuf, tr = self._auto, self._abuf, _trace.current
-        if auto is None and abuf is None and tr is None:
-            worker, kind, (task_id, payload, *busy) = self._task_message()
-            self._load[worker] -= 1
-            if busy:
-                self._tuner.observe(self._flight.get(task_id, 0), busy[0])
-            return task_id, kind, payload
-        return here.receive_measured(self, auto, abuf, tr)
+        tr, cost = _trace.current, self._transport
+        sizes: list[int] | None = [] if self._auto_buffer else None
+        # judging the transport: a receive that does not wait costs what receiving costs (not
+        # while workers start: a fork would be timed with it)
+        ready = (
+            cost is not None
+            and not self._starting
+            and bool(int(self._live_pool().sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
+        )
+        t0 = time.perf_counter() if tr is not None or ready else 0.0
+        worker, kind, (task_id, payload, *busy) = self._task_message(sizes)
+        items = self._flight.get(task_id, 0)
+        self._task_done(worker, items)
+        if busy:
+            self._observe(items, busy[0])
+        if tr is not None:
+            self._trace_receive(tr, worker, t0, items, busy)
+        if sizes:
+            self._size_buffer(items, sizes[0])
+        if cost is not None and kind != msg.ERROR and not self._starting and items:
+            self._transport_seen = seen = self._transport_seen + 1
+            if seen > _WARMUP_TASKS:
+                if busy:
+                    cost[0].append(busy[0] / items)
+                if ready:
+                    cost[2].append((time.perf_counter() - t0) / items)
+            if seen >= _WARMUP_TASKS + _JUDGED_TASKS:
+                self._judge_transport(cost)
+        return task_id, kind, payload
 
     def _task_message(self, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:
         """The next message about a task. An error that is no task's (a worker that could
         not rebuild ``map_func``, which may come after every worker said READY) is raised."""
-        pool, startup = self._live_pool(), self._startup
+        pool = self._live_pool()
         while True:
-            if startup.starting:
-                for w, task in startup.rebalance(self._load, self._active, self._tuner.per_item):
-                    self._send(w, task)
-                if startup.wants_start(self._tuner.per_item):
+            if self._starting and self._held and self._per_item is not None:
+                self._rebalance()
+                if self._held:  # measured tasks wait for a worker not started: start it
                     pool.start_pending()
             worker, kind, body = pool.recv(sizes=sizes)
             if kind != msg.READY:
                 break
-            self._now_ready(worker)  # a worker started lazily (see _start_pool)
+            self._now_ready(worker)  # a worker started lazily (see _start)
             if sizes:
                 sizes.clear()
-        if startup.starting and kind != msg.ERROR:
-            startup.done(worker, self._flight.get(body[0], 0))
         if kind == msg.ERROR and isinstance(body, msg.ErrorRecord):
             raise msg.error_for(type(self).__name__, body)
         return worker, kind, body
 
-    def _stop(self) -> None:
-        with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
-            pool, self._pool = self._pool, None
-            self._startup = StartupDispatch(0)
-            if pool is not None:
-                pool.close()
+    def _size_buffer(self, items: int, nbytes: int) -> None:
+        """``buffer_size="auto"``: a result of ``items`` datapoints took ``nbytes``; resize
+        (changes under 25% are ignored: the estimate wobbles)."""
+        if items <= 0 or nbytes < 0:
+            return
+        sample = nbytes / items
+        est = self._bytes_per_item
+        self._bytes_per_item = est = sample if est is None else est + 0.25 * (sample - est)
+        n, chunk, unit = self._workers, self._chunk, self._chunk_fixed or 1
+        want = min(self._buffer_most, TASKS_PER_WORKER * chunk * n)
+        if est > 0:
+            want = min(want, int(self._buffer_budget / est))
+        want, cur = max(FLOOR_TASKS_PER_WORKER * n * unit, want), self.buffer_size
+        if want == cur or abs(want - cur) < 0.25 * cur:
+            return
+        logger.debug(
+            "%s: buffer_size %d -> %d datapoints (%.0f bytes per datapoint, %d MiB for results "
+            "in flight)", type(self).__name__, cur, want, est, self._buffer_budget >> 20,
+        )
+        self.buffer_size = want
+        self._chunk_cap = max(1, want // (2 * n))
+
+    def _judge_transport(self, cost: tuple[list[float], list[float], list[float]]) -> None:
+        """``num_proc="auto"``, once: warn if the map costs less per datapoint in a worker than
+        the transport costs this process (sending a datapoint, receiving a result that was
+        already waiting): then no number of workers makes it faster than ``.map``. Medians
+        of the tasks' costs: on a loaded machine a task that the OS paused looks many times
+        slower, which a mean would take for the map's (or the transport's) cost."""
+        self._transport = None
+        maps, sends, receives = cost
+        if not maps or not sends or not receives:  # every receive waited: the workers are the limit
+            return
+        work = _median(maps)
+        transport = _median(sends) + _median(receives)
+        logger.debug(
+            "%s: map %.1f us per datapoint in the workers, transport %.1f us per datapoint here",
+            type(self).__name__, work * 1e6, transport * 1e6,
+        )
+        if work < transport:
+            warn(
+                f"{type(self).__name__}: map_func takes {work * 1e6:.1f} us per datapoint in a "
+                f"worker, less than the {transport * 1e6:.1f} us per datapoint that sending it to a "
+                f"worker and receiving its result cost this process (measured): worker processes "
+                f"cannot make this map faster. Map it in-process (.map(f)), or batch first and map "
+                f"whole batches in the workers (.batch(n).parallel_map(f_on_batches, ...))",
+                RuntimeWarning,
+            )
+
+    def _trace_receive(
+        self, tr: _trace.Tracer, worker: int, t0: float, items: int, busy: list[float]
+    ) -> None:
+        """Trace spans: the consumer waiting for a result, the worker mapping its task."""
+        tr.span(tr.stage_track(self), "waiting for workers", t0, time.perf_counter(), "wait")
+        if len(busy) >= 2:
+            pids = self._pool.pids if self._pool is not None else []
+            track = tr.worker_track(self, worker, pids[worker] if worker < len(pids) else None)
+            start = busy[1]
+            tr.worker_span(track, f"map {items} datapoint(s)", start, start + busy[0], {"datapoints": items})
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def _not_str(stage: str, name: str, value: Any) -> Any:

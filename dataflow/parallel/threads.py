@@ -58,7 +58,7 @@ def _map_thread(
             out = apply_map(func, chunk, rng_key)
         except BaseException as e:
             results.put((task_id, msg.ERROR, msg.capture_error(e, where, same_process=True), 0.0, t0, index))
-        else:  # the map time sizes the next tasks (ChunkTuner); t0 and index: traces
+        else:  # the map time sizes the next tasks (ParallelMapBase._observe); t0 and index: traces
             results.put((task_id, msg.DATA, out, clock() - t0, t0, index))
 
 
@@ -96,8 +96,8 @@ class MultiThreadMapData(ParallelMapBase):
         self._tasks: queue.Queue[Any] = queue.Queue()
         self._results: queue.Queue[Any] = queue.Queue()
         self._stopping = threading.Event()
-        self._tuner.cap = max(1, self.buffer_size // (2 * self.num_thread))  # >= 2 tasks per thread
-        self._probe = 2 * self.num_thread if self._tuner.per_item is None else 0  # see ParallelMapBase
+        self._chunk_cap = max(1, self.buffer_size // (2 * self.num_thread))  # >= 2 tasks per thread
+        self._probe = 2 * self.num_thread if self._per_item is None else 0  # see ParallelMapBase
         for i in range(self.num_thread):
             start_thread(
                 self._threads,
@@ -124,7 +124,7 @@ class MultiThreadMapData(ParallelMapBase):
         )
         items = self._flight.get(task_id, 0)
         if kind == msg.DATA:
-            self._tuner.observe(items, busy)
+            self._observe(items, busy)
         if tr is not None:
             tr.span(tr.stage_track(self), "waiting for threads", t0, time.perf_counter(), "wait")
             track = tr.thread_track(self, index)

@@ -11,8 +11,7 @@ file") or ``chrome://tracing``. What it shows:
   workers (``waiting for workers``). What a stage's span does not cover with waits is its own
   time; a stage that is mostly wait is not the bottleneck.
 - **one track per worker**: each worker process of a process map (busy spans: the tasks it
-  mapped, with their datapoints; ``idle`` spans: no task to map), each thread of a thread map;
-  for a ``num_proc="auto"`` map that maps in-process, ``map in-process`` spans on its stage.
+  mapped, with their datapoints; ``idle`` spans: no task to map), each thread of a thread map.
 - **autotune decisions** (the ``dataflow.autotune`` debug log) as instant events on a track
   of their own.
 

@@ -80,7 +80,7 @@ def _rebuilt(stage: Any, num_proc: Any, buffer_size: Any) -> Any:
         stage.ds, num_proc, stage.map_func, buffer_size, stage.strict, ordered=stage.ordered,
         item_rng=stage.item_rng, start_method=o.start_method, seed=stage.seed, timeout=stage.timeout,
         shm_bytes=stage.shm_bytes, copy=stage.copy,
-        chunk="auto" if stage._tuner.fixed is None else stage._tuner.fixed,
+        chunk="auto" if stage._chunk_fixed is None else stage._chunk_fixed,
     )
 
 

@@ -49,7 +49,7 @@ def test_tensorpack_signature_and_defaults() -> None:
 
 
 def test_work_is_done_in_the_workers() -> None:
-    """A map slower than the start-up budget (``_startup.LAZY_BUDGET_S`` of queued work per
+    """A map slower than the start-up budget (``maps.LAZY_BUDGET_S`` of queued work per
     worker) spreads even a 40-datapoint epoch over every worker. (A cheap one may be served
     by worker 0 alone while the others start: see test_startup.py.)"""
     with MultiProcessMapDataZMQ(_src(40), 2, u.with_pid_slowly, strict=True, ordered=True) as df:
