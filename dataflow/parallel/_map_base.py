@@ -388,7 +388,9 @@ class ParallelMapBase(ProxyDataFlow):
         skip, self._skip = self._skip, 0
         start = self._released
         self._released = start + self._outputs(kind, payload, skip)
-        self._marks.append((seq, start, self._released))
+        # a resumed partial task counts its units yielded before the checkpoint too, so
+        # that a checkpoint taken while it is still released skips them again
+        self._marks.append((seq, start - skip, self._released))
         self._prune(self._unyielded_units())
 
     def _prune(self, unyielded: int) -> None:
