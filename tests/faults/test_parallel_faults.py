@@ -23,6 +23,7 @@ import pytest
 import zmq
 
 import dataflow as D
+from tests._leaks import assert_no_leaks, snapshot
 from tests.parallel import _probes as p
 from tests.parallel import _util as u
 
@@ -31,8 +32,8 @@ pytestmark = pytest.mark.timeout(120)
 _STORM = """
 import os, random, signal, threading, time
 import dataflow as D
+from tests._leaks import leaks, snapshot
 from tests.parallel import _util as u
-from tests.parallel import _probes as p
 
 def make(kind):
     if kind == "runner":
@@ -64,7 +65,7 @@ def check(kind, epoch):
         print("BAD", kind, epoch, flush=True)
         os._exit(3)
 
-before = p.snapshot()
+before = snapshot()
 random.seed({seed})
 for kind in {kinds!r}:
     df = make(kind)
@@ -94,7 +95,7 @@ for kind in {kinds!r}:
             pass
     df.close()
     print("KIND", kind, complete, interrupted, flush=True)
-print("LEAKS", p.leaks(before), flush=True)
+print("LEAKS", leaks(before), flush=True)
 """
 
 
@@ -133,7 +134,7 @@ def test_close_interrupted_midway_releases_everything(
 ) -> None:
     """An exception or Ctrl-C while close() joins the workers still stops every worker and
     releases the socket and shared memory; the fault reaches the caller."""
-    before = p.snapshot()
+    before = snapshot()
     df = _flows()[name]()
     df.reset_state()
     next(iter(df))
@@ -151,7 +152,7 @@ def test_close_interrupted_midway_releases_everything(
         df.close()
     monkeypatch.undo()
     df.close()  # idempotent after a failed close
-    assert p.leaks(before) == []
+    assert_no_leaks(before)
 
 
 @pytest.mark.parametrize("name", ["runner", "map"])
@@ -159,7 +160,7 @@ def test_close_with_socket_failure_still_releases_shared_memory(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failing socket close inside close() still stops the workers and unlinks the ring."""
-    before = p.snapshot()
+    before = snapshot()
     df = _flows()[name]()
     df.reset_state()
     next(iter(df))
@@ -176,32 +177,32 @@ def test_close_with_socket_failure_still_releases_shared_memory(
     with pytest.raises(zmq.ZMQError):
         df.close()
     monkeypatch.undo()
-    assert p.leaks(before) == []
+    assert_no_leaks(before)
 
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_unbuildable_map_function_fails_clearly_and_leaves_nothing(method: str) -> None:
     """A map function a spawned worker cannot rebuild (it raises when unpickled) stops the
     start with an error naming it; no worker and no shared memory is left."""
-    before = p.snapshot()
+    before = snapshot()
     df = D.MultiProcessMapDataZMQ(u.Range(10), 2, u.BreaksOnUnpickle(), start_method=method, strict=True)
     with pytest.raises(Exception, match="(?i)worker|unpickl|rebuild|start"):
         df.reset_state()
         list(df)
     df.close()
-    assert p.leaks(before) == []
+    assert_no_leaks(before)
 
 
 @pytest.mark.parametrize("method", ["spawn", "fork"])
 def test_start_timeout_fails_clearly_and_leaves_nothing(method: str) -> None:
     """Workers that do not come up within ``timeout=`` raise TimeoutError; nothing is left."""
-    before = p.snapshot()
+    before = snapshot()
     df = D.MultiProcessRunnerZMQ(u.SlowToStart(5.0), num_proc=2, start_method=method, timeout=0.5)
     with pytest.raises(TimeoutError):
         df.reset_state()
         next(iter(df))
     df.close()
-    assert p.leaks(before) == []
+    assert_no_leaks(before)
 
 
 FD_ONE_OFFS = 3
@@ -225,11 +226,11 @@ def test_200_epochs_keep_memory_and_fds_flat() -> None:
     for _ in range(10):  # warm up: allocator pools and buffers reach their steady size
         for df in flows:
             assert len(list(df)) == 50
-    start = p.snapshot()
+    start = snapshot()
     for _ in range(190):
         for df in flows:
             assert len(list(df)) == 50
-    end = p.snapshot()
+    end = snapshot()
     for df in flows:
         df.close()
     new = {fd: path for fd, path in end.fds.items() if start.fds.get(fd) != path}

@@ -10,7 +10,7 @@ import pytest
 
 from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
 from dataflow.parallel.runners import MultiProcessRunnerZMQ
-from tests.parallel import _probes as p
+from tests._leaks import live_children, pid_alive, wait_until
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(60)
@@ -26,7 +26,7 @@ def test_runner_with_start_method(method: str) -> None:
         for _ in range(2):
             out = list(df)
             assert len(out) == 10 and {dp[0] for dp in out} <= set(range(10))
-    assert p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5)  # type: ignore[arg-type]
+    assert wait_until(lambda: not any(pid_alive(x) for x in pids), 5)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -38,7 +38,7 @@ def test_process_map_with_start_method(method: str) -> None:
         out = list(df)
     assert [dp[0] for dp in out] == list(range(20))
     assert {dp[1] for dp in out} <= set(pids)
-    assert p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5)  # type: ignore[arg-type]
+    assert wait_until(lambda: not any(pid_alive(x) for x in pids), 5)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
@@ -62,26 +62,26 @@ def test_errors_cross_spawned_workers(method: str) -> None:
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_unpicklable_map_func_refused_before_workers_start(method: str) -> None:
-    before = p.live_children()
+    before = live_children()
     df = MultiProcessMapDataZMQ(u.Range(10), 2, lambda dp: dp, strict=True, start_method=method)
     with pytest.raises(TypeError, match="<lambda>") as info:
         df.reset_state()
     assert "map_func" in str(info.value) and method in str(info.value)
     assert df.worker_pids == []
-    assert p.live_children() - before == set()
+    assert live_children() - before == set()
     df.close()
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 @pytest.mark.parametrize("flow", [u.LockFlow(5), u.GeneratorFlow(5)], ids=["lock", "generator"])
 def test_unpicklable_flow_refused_before_workers_start(method: str, flow: u.Range) -> None:
-    before = p.live_children()
+    before = live_children()
     df = MultiProcessRunnerZMQ(flow, num_proc=2, start_method=method)
     with pytest.raises(TypeError, match=type(flow).__name__) as info:
         df.reset_state()
     assert "flow" in str(info.value)
     assert df.worker_pids == []
-    assert p.live_children() - before == set()
+    assert live_children() - before == set()
     df.close()
 
 
