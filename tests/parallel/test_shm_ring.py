@@ -154,6 +154,7 @@ class Channel:
 # --- integrity -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a soak: the ring cycles many times over
 def test_1000_messages_arrive_intact_while_held_arrays_survive_ring_cycling(channel: Any) -> None:
     ch = channel(24 * MiB)
     rng = np.random.default_rng(0)

@@ -297,6 +297,7 @@ def test_consumer_held_arrays_survive_close_and_restart() -> None:
 # --- leaks ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a soak: 1000 messages, RSS and fds flat after the rings cycled
 @pytest.mark.parametrize("which", ["runner", "map"])
 def test_no_leaks_over_1000_messages(which: str) -> None:
     gc.collect()
