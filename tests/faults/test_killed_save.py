@@ -78,6 +78,6 @@ def test_killed_save_leaves_nothing_or_the_old_file(kind: str, delay: float, tmp
     old = tmp_path / f"old.{kind}"
     save(DataFromList([[np.ones(100, np.float32), i] for i in range(7)], shuffle=False), str(old))
     _kill_during_save(kind, old, tmp_path, delay)
-    df = load(str(old))
-    df.reset_state()
-    assert [int(dp[1]) for dp in df] == list(range(7)), "the replaced file did not survive intact"
+    with load(str(old)) as df:  # closed: an open LMDB file would stay in every later fd count
+        df.reset_state()
+        assert [int(dp[1]) for dp in df] == list(range(7)), "the replaced file did not survive intact"
