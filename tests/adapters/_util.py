@@ -5,6 +5,7 @@ Nothing here imports a framework, so every adapter test module can use it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -116,20 +117,30 @@ def doc_examples(page: str) -> list[str]:
     return [textwrap.dedent(b) for b in blocks]
 
 
-def documented_example_tests(page: str) -> tuple[Callable[[int], None], Callable[[], None]]:
+_RUN_BLOCKS = """
+import json, sys
+for i, code in enumerate(json.loads(sys.argv[1])):
+    print("EXAMPLE", i, flush=True)
+    exec(compile(code, f"<example {i} of docs/{sys.argv[2]}>", "exec"), {"__name__": "__main__"})
+"""
+
+
+def documented_example_tests(page: str) -> tuple[Callable[[], None], Callable[[], None]]:
     """The two tests every framework page gets: each ``.. code-block:: python`` block of
-    ``docs/<page>`` runs as a complete program, and the page has at least one."""
+    ``docs/<page>`` runs as a complete program, and the page has at least one. The blocks run
+    one after the other in one fresh interpreter, each in a namespace of its own (a
+    framework is imported once per page, not once per block)."""
     examples = doc_examples(page)
 
     @pytest.mark.slow
-    @pytest.mark.timeout(180)
-    @pytest.mark.parametrize("index", range(len(examples)))
-    def test_documented_example_runs(index: int) -> None:
-        code = examples[index]
-        proc = run_python(["-c", code])
-        assert proc.returncode == 0, f"example {index} of docs/{page} failed:\n{code}\n{proc.stderr}"
+    @pytest.mark.timeout(240)
+    def test_documented_examples_run() -> None:
+        proc = run_python(["-c", _RUN_BLOCKS, json.dumps(examples), page], timeout=230)
+        started = [line for line in proc.stdout.splitlines() if line.startswith("EXAMPLE ")]
+        failed = examples[len(started) - 1] if started else ""
+        assert proc.returncode == 0, f"{started[-1:]} of docs/{page} failed:\n{failed}\n{proc.stderr}"
 
     def test_the_page_has_runnable_examples() -> None:
         assert examples, f"docs/{page} has no runnable example"
 
-    return test_documented_example_runs, test_the_page_has_runnable_examples
+    return test_documented_examples_run, test_the_page_has_runnable_examples

@@ -282,6 +282,6 @@ def test_train_jax_example_reduces_the_loss() -> None:
     assert final < initial
 
 
-test_documented_example_runs, test_the_page_has_runnable_examples = documented_example_tests(
+test_documented_examples_run, test_the_page_has_runnable_examples = documented_example_tests(
     "adapters_jax.rst"
 )

@@ -4,7 +4,6 @@ to_tensors and DevicePrefetcher (on "cpu" here; the CUDA path is marked ``gpu``)
 from __future__ import annotations
 
 import warnings
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -157,34 +156,10 @@ def test_dataloader_with_shard_gives_each_datapoint_once(num_workers: int) -> No
         assert all(isinstance(dp[0], torch.Tensor) for dp in out)
 
 
-def test_dataloader_without_shard_duplicates_per_worker() -> None:
-    """shard=False: every worker runs the whole flow (documented: for flows that sample at
-    random, whose workers must differ)."""
-    ds = to_torch(ListFlow(_items(6)), shard=False)
-    out = list(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=MP_CONTEXT))
-    assert Counter(_ids(out)) == {i: 2 for i in range(6)}
-
-
-def test_dataloader_shard_of_a_shuffled_flow_without_seed_gives_each_datapoint_once() -> None:
-    """Sharding by position is only right if every worker sees the same order. A shuffled flow
-    without ``seed=`` (the default) draws fresh entropy in each worker: the workers must still
-    agree on the permutation, or datapoints are silently duplicated and dropped."""
-    df = DataFromList(list(range(40)), shuffle=True)  # no seed
-    out = [int(x) for x in DataLoader(to_torch(df), batch_size=None, num_workers=2,
-                                      multiprocessing_context=MP_CONTEXT)]
-    assert sorted(out) == list(range(40))
-
-
-def test_dataloader_shard_of_a_seeded_shuffled_flow_gives_each_datapoint_once() -> None:
-    df = DataFromList(list(range(40)), shuffle=True, seed=3)
-    out = [int(x) for x in DataLoader(to_torch(df), batch_size=None, num_workers=2,
-                                      multiprocessing_context=MP_CONTEXT)]
-    assert sorted(out) == list(range(40))
-
-
 def test_dataloader_without_shard_workers_of_a_seeded_random_flow_differ() -> None:
-    """shard=False is documented for flows that draw random samples, "then workers must differ":
-    with ``seed=`` they must still draw different (reproducible) streams, not the same one."""
+    """shard=False: every worker runs the whole flow. It is documented for flows that draw
+    random samples, "then workers must differ": with ``seed=`` they must still draw different
+    (reproducible) streams, not the same one."""
     df = DataFromList(list(range(40)), shuffle=True, seed=0)
     out = [int(x) for x in DataLoader(to_torch(df, shard=False), batch_size=None, num_workers=2,
                                       multiprocessing_context=MP_CONTEXT)]
@@ -199,12 +174,19 @@ def _two_epochs(df: DataFlow, shard: bool, persistent: bool) -> tuple[list[int],
     return [int(x) for x in loader], [int(x) for x in loader]
 
 
-@pytest.mark.parametrize("seed", [None, 5])
-@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "fresh-workers"])
+# fresh workers with and without seed= (each epoch's workers start from the flow as pickled);
+# persistent workers iterate their own copy again, as a flow does in-process: one seed will do
+@pytest.mark.parametrize(
+    "seed, persistent", [(None, False), (5, False), (5, True)],
+    ids=["fresh-workers", "fresh-seeded", "persistent"],
+)
 def test_dataloader_workers_shuffle_anew_each_epoch(seed: int | None, persistent: bool) -> None:
     """A shuffled flow gives a new order every epoch, as without workers. The DataLoader starts
     new workers each epoch unless persistent_workers=True: they must not replay the first
-    epoch's order."""
+    epoch's order. Sharding by position is only right if every worker sees the same order:
+    a shuffled flow without ``seed=`` (the default) draws fresh entropy in each worker, and
+    the workers must still agree on the permutation, or datapoints are silently duplicated and
+    dropped (so each epoch has every datapoint once)."""
     first, second = _two_epochs(DataFromList(list(range(40)), shuffle=True, seed=seed), True, persistent)
     assert sorted(first) == sorted(second) == list(range(40))
     assert first != second
@@ -327,6 +309,6 @@ def test_train_torch_example_reduces_the_loss() -> None:
     assert final < initial
 
 
-test_documented_example_runs, test_the_page_has_runnable_examples = documented_example_tests(
+test_documented_examples_run, test_the_page_has_runnable_examples = documented_example_tests(
     "adapters_torch.rst"
 )

@@ -98,13 +98,14 @@ def _losses(*args: str, cwd: Path) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(480)
-@pytest.mark.parametrize(("loader", "stops"), [("direct", [40]), ("stateful", [37, 64])])
+@pytest.mark.parametrize(("loader", "stops"), [("direct", [40]), ("stateful", [37])])
 def test_example_stopped_and_resumed_gives_the_same_loss_curve(
     loader: str, stops: list[int], tmp_path: Path
 ) -> None:
-    """The example training script killed mid-epoch (and right after an epoch's last batch)
-    and resumed from its torch.save checkpoint in a fresh process prints the uninterrupted
-    run's losses, step for step."""
+    """The example training script killed mid-epoch and resumed from its torch.save checkpoint
+    in a fresh process prints the uninterrupted run's losses, step for step. (A
+    StatefulDataLoader saved right after an epoch's last batch resumes exactly too:
+    test_stateful_dataloader_resumes_exactly[10-2], in-process.)"""
     if loader == "stateful":
         pytest.importorskip("torchdata.stateful_dataloader")
     full = _losses("--loader", loader, cwd=tmp_path)

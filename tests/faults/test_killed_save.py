@@ -66,8 +66,9 @@ def _kill_during_save(kind: str, path: Path, tmp: Path, delay: float) -> None:
         proc.wait(timeout=30)
 
 
-@pytest.mark.parametrize("kind", list(SAVERS))
-@pytest.mark.parametrize("delay", [0.0, 0.15])
+# a kill right as the save starts writing, and one well into it: every format goes through
+# the same atomic write (dataflow/formats/_atomic.py), so each format gets one of the two
+@pytest.mark.parametrize("kind, delay", [("lmdb", 0.0), ("npz", 0.15), ("tfrecord", 0.0), ("hdf5", 0.15)])
 def test_killed_save_leaves_nothing_or_the_old_file(kind: str, delay: float, tmp_path: Path) -> None:
     save, load = SAVERS[kind]
     fresh = tmp_path / f"fresh.{kind}"
@@ -77,6 +78,6 @@ def test_killed_save_leaves_nothing_or_the_old_file(kind: str, delay: float, tmp
     old = tmp_path / f"old.{kind}"
     save(DataFromList([[np.ones(100, np.float32), i] for i in range(7)], shuffle=False), str(old))
     _kill_during_save(kind, old, tmp_path, delay)
-    df = load(str(old))
-    df.reset_state()
-    assert [int(dp[1]) for dp in df] == list(range(7)), "the replaced file did not survive intact"
+    with load(str(old)) as df:  # closed: an open LMDB file would stay in every later fd count
+        df.reset_state()
+        assert [int(dp[1]) for dp in df] == list(range(7)), "the replaced file did not survive intact"

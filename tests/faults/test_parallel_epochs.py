@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.faults._leaks import assert_no_leaks, snapshot
+from tests._leaks import assert_no_leaks, snapshot
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(60)

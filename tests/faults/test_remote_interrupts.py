@@ -15,7 +15,7 @@ import zmq
 
 from dataflow import codec
 from dataflow.parallel.remote import RemoteDataZMQ
-from tests.faults._leaks import assert_no_leaks, snapshot
+from tests._leaks import assert_no_leaks, snapshot
 from tests.parallel.test_remote import raw_push, tcp_addr
 
 pytestmark = pytest.mark.timeout(60)

@@ -380,20 +380,6 @@ def check_user_error(err: BaseException, exc_type: type, message: str, frame: st
         assert any(stage in n and ("worker" in n or "thread" in n) for n in notes), notes
 
 
-class BreaksOnUnpickle:
-    """A map function that pickles but raises when a (spawned) worker unpickles it."""
-
-    def __call__(self, dp: list[Any]) -> list[Any]:
-        return dp
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_raise_on_rebuild, ())
-
-
-def _raise_on_rebuild() -> None:
-    raise RuntimeError("BreaksOnUnpickle cannot be rebuilt in a worker")
-
-
 class SlowToStart(DataFlow):
     """A flow whose ``reset_state()`` takes ``seconds`` (in the worker): a slow start."""
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import zmq
 
-from tests.parallel.test_shm_ring import Channel, our_shm
+from tests._leaks import our_shm
+from tests.parallel.test_shm_ring import Channel
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ def _tmap(n: int, func: Callable[..., Any] = double, **kw: Any) -> D.DataFlow:
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_ordered_process_map_resumes_exactly(start_method: str) -> None:
     """A strict ordered process map resumes at every cut to the uninterrupted stream."""
-    cuts = 10 if start_method == "fork" else 4
+    cuts = 10 if start_method == "fork" else 2  # spawn: the same state, only sent pickled
     check_resume(lambda: _pmap(2, drop_some, start_method=start_method), epochs=2, max_cuts=cuts)
 
 

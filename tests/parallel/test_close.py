@@ -14,8 +14,8 @@ from dataflow.errors import WorkerDied
 from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
 from dataflow.parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
 from dataflow.parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
+from tests._leaks import assert_no_leaks, pid_alive, snapshot, wait_until
 from tests.helpers import ListFlow
-from tests.parallel import _probes as p
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,26 +42,26 @@ FACTORIES: dict[str, Callable[[], DataFlow]] = {
 
 @pytest.mark.parametrize("name", list(FACTORIES))
 def test_close_leaves_nothing(name: str) -> None:
-    before = p.snapshot()
+    before = snapshot()
     df = FACTORIES[name]()
     df.reset_state()
     for _ in range(2):
         assert len(list(df)) == len(df)
     df.close()
-    assert p.leaks(before) == []
+    assert_no_leaks(before)
     df.close()  # idempotent
 
 
 @pytest.mark.parametrize("name", list(FACTORIES))
 def test_with_block_leaves_nothing_even_after_abandoned_epoch(name: str) -> None:
-    before = p.snapshot()
+    before = snapshot()
     with pytest.raises(KeyError):
         with FACTORIES[name]() as df:
             df.reset_state()
             for i, _ in enumerate(df):
                 if i == 2:
                     raise KeyError("leave the block")
-    assert p.leaks(before) == []
+    assert_no_leaks(before)
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
@@ -71,7 +71,7 @@ def test_close_leaves_nothing_with_start_method(method: str) -> None:
     with MultiProcessRunnerZMQ(u.Range(2), num_proc=1, start_method=method) as warm:
         warm.reset_state()
         list(warm)
-    before = p.snapshot()
+    before = snapshot()
     with MultiProcessRunnerZMQ(u.Range(10), num_proc=2, start_method=method) as df:
         df.reset_state()
         pids = df.worker_pids
@@ -80,8 +80,8 @@ def test_close_leaves_nothing_with_start_method(method: str) -> None:
         dm.reset_state()
         pids += dm.worker_pids
         list(dm)
-    assert not any(p.pid_alive(x) for x in pids)  # type: ignore[arg-type]
-    assert p.leaks(before) == []
+    assert not any(pid_alive(x) for x in pids)  # type: ignore[arg-type]
+    assert_no_leaks(before)
 
 
 @pytest.mark.parametrize(
@@ -96,25 +96,25 @@ def test_close_leaves_nothing_with_start_method(method: str) -> None:
     ids=["runner_error", "runner_segv", "map_error", "map_exit", "thread_map_error"],
 )
 def test_close_after_failure_leaves_nothing(make: Callable[[], DataFlow], exc: type) -> None:
-    before = p.snapshot()
+    before = snapshot()
     with make() as df:
         df.reset_state()
         with pytest.raises(exc):
             for _ in range(3):
                 list(df)
-    assert p.leaks(before) == []
+    assert_no_leaks(before)
 
 
 def test_garbage_collection_stops_workers() -> None:
-    before = p.snapshot()
+    before = snapshot()
     df = MultiProcessRunnerZMQ(u.Range(10), num_proc=2)
     df.reset_state()
     pids = df.worker_pids
     list(df)
     del df
     gc.collect()
-    assert p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5)  # type: ignore[arg-type]
-    assert p.leaks(before) == []
+    assert wait_until(lambda: not any(pid_alive(x) for x in pids), 5)  # type: ignore[arg-type]
+    assert_no_leaks(before)
 
 
 # --- many cycles -------------------------------------------------------------------------
@@ -123,29 +123,30 @@ def test_garbage_collection_stops_workers() -> None:
 def _cycles(make: Callable[[], DataFlow], n: int, budget_s: float = 30.0) -> None:
     """Up to ``n`` start/iterate/close cycles, fewer (but at least 12) when the machine is so
     busy that they take more than ``budget_s``: a leak of one cycle shows after a few."""
-    list_before = p.snapshot()
+    list_before = snapshot()
     deadline = time.monotonic() + budget_s
     for i in range(n):
         with make() as df:
             df.reset_state()
             assert len(list(df)) == len(df)
         if i == 4:  # after warm-up (imports, lazily created caches)
-            warm = p.snapshot()
+            warm = snapshot()
         if i >= 11 and time.monotonic() > deadline:
             break
-    assert p.leaks(list_before) == []
-    after = p.snapshot()
+    assert_no_leaks(list_before)
+    after = snapshot()
     assert len(after.fds) <= len(warm.fds), (warm.fds, after.fds)
     assert after.rss - warm.rss < 50 * 2**20, f"RSS grew by {(after.rss - warm.rss) / 2**20:.1f} MiB"
 
 
-def test_runner_100_cycles_leak_nothing() -> None:
-    _cycles(lambda: MultiProcessRunnerZMQ(u.Range(10), num_proc=2), 100)
+# 30 cycles: 25 after the warm-up, so a leak of one fd or thread per cycle shows 25 times over
+def test_runner_30_cycles_leak_nothing() -> None:
+    _cycles(lambda: MultiProcessRunnerZMQ(u.Range(10), num_proc=2), 30)
 
 
-def test_process_map_50_cycles_leak_nothing() -> None:
-    _cycles(lambda: MultiProcessMapDataZMQ(_src(10), 2, u.double, strict=True), 50)
+def test_process_map_30_cycles_leak_nothing() -> None:
+    _cycles(lambda: MultiProcessMapDataZMQ(_src(10), 2, u.double, strict=True), 30)
 
 
-def test_thread_map_100_cycles_leak_nothing() -> None:
-    _cycles(lambda: MultiThreadMapData(_src(10), 2, u.double, strict=True), 100)
+def test_thread_map_30_cycles_leak_nothing() -> None:
+    _cycles(lambda: MultiThreadMapData(_src(10), 2, u.double, strict=True), 30)

@@ -70,7 +70,7 @@ def test_worker_pids_start_every_worker() -> None:
 
 
 def test_close_before_the_other_workers_started_leaves_nothing() -> None:
-    from tests.faults._leaks import assert_no_leaks, snapshot
+    from tests._leaks import assert_no_leaks, snapshot
 
     before = snapshot()
     df = MultiProcessRunnerZMQ(Pids(), num_proc=3)

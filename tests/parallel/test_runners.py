@@ -10,8 +10,8 @@ import pytest
 
 from dataflow.errors import DataFlowNotReset, DataFlowReentrantError, WorkerDied
 from dataflow.parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
+from tests._leaks import pid_alive, wait_until
 from tests.helpers import ListFlow
-from tests.parallel import _probes as p
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,13 +29,13 @@ def test_runner_len_epochs_values_and_pids(num_proc: int) -> None:
         pids = df.worker_pids
         assert len(pids) == num_proc == len(set(pids))
         assert os.getpid() not in pids
-        assert all(p.pid_alive(x) for x in pids)  # type: ignore[arg-type]
+        assert all(pid_alive(x) for x in pids)  # type: ignore[arg-type]
         for _ in range(3):
             out = list(df)
             assert len(out) == 10
             assert all(dp[0] in range(10) for dp in out)
     assert df.worker_pids == []
-    assert p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5)  # type: ignore[arg-type]
+    assert wait_until(lambda: not any(pid_alive(x) for x in pids), 5)  # type: ignore[arg-type]
 
 
 def test_runner_single_worker_keeps_order_and_loses_nothing_across_epochs() -> None:
@@ -244,7 +244,7 @@ def test_reset_state_again_restarts_workers() -> None:
         df.reset_state()
         new = df.worker_pids
         assert set(old).isdisjoint(new)
-        assert p.wait_until(lambda: not any(p.pid_alive(x) for x in old), 5)  # type: ignore[arg-type]
+        assert wait_until(lambda: not any(pid_alive(x) for x in old), 5)  # type: ignore[arg-type]
         assert len(list(df)) == 5
 
 

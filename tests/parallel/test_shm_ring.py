@@ -22,7 +22,7 @@ from dataflow.parallel import _messages as tr
 from dataflow.parallel import _shm
 from dataflow.parallel._shm import RingWriter
 from dataflow.parallel._shm_reader import RingReader
-from tests.parallel._probes import ring_mappings
+from tests._leaks import our_shm, ring_mappings
 from tests.parallel._util import leaves
 
 pytestmark = pytest.mark.timeout(60)
@@ -33,13 +33,6 @@ DTYPES = [np.uint8, np.int16, np.float32, np.float64, np.complex64, np.bool_]
 
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def our_shm() -> set[str]:
-    """Ring files in /dev/shm created by this process (rings are named after the consumer's
-    pid, so concurrent test runs in other processes do not interfere)."""
-    prefix = f"dataflow-{os.getpid()}-"
-    return {n for n in os.listdir("/dev/shm") if n.startswith(prefix)}
 
 
 def digest(arr: np.ndarray) -> tuple[str, tuple[int, ...], str]:
@@ -161,6 +154,7 @@ class Channel:
 # --- integrity -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a soak: the ring cycles many times over
 def test_1000_messages_arrive_intact_while_held_arrays_survive_ring_cycling(channel: Any) -> None:
     ch = channel(24 * MiB)
     rng = np.random.default_rng(0)

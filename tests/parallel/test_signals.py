@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests._leaks import pid_alive, wait_until
 from tests.parallel import _probes as p
 
 pytestmark = pytest.mark.timeout(60)
@@ -77,18 +78,18 @@ def test_sigkill_of_parent_leaves_no_worker(kind: str, method: str, in_thread: b
     proc = p.start_script(code)
     try:
         pids = _pids(p.read_line_with(proc, "PIDS"))
-        assert all(p.pid_alive(x) for x in pids)
+        assert all(pid_alive(x) for x in pids)
         time.sleep(0.3)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         t0 = time.monotonic()
-        gone = p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5)
+        gone = wait_until(lambda: not any(pid_alive(x) for x in pids), 5)
         elapsed = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=10)
-    assert gone, f"workers still alive 5 s after the parent was killed: {[x for x in pids if p.pid_alive(x)]}"
+    assert gone, f"workers still alive 5 s after the parent was killed: {[x for x in pids if pid_alive(x)]}"
     assert elapsed < 3
     assert glob.glob(f"/dev/shm/dataflow-{proc.pid}-*") == []  # no shared memory left named
 
@@ -119,7 +120,7 @@ def test_ctrl_c_in_consumer_exits_and_stops_workers(kind: str, group: bool) -> N
         except Exception:
             pytest.fail("the program did not exit within 10 s of SIGINT")
         exited_after = time.monotonic() - t0
-        gone = p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5)
+        gone = wait_until(lambda: not any(pid_alive(x) for x in pids), 5)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -139,7 +140,7 @@ def test_ctrl_c_caught_then_with_block_closes(kind: str) -> None:
         from dataflow.parallel.maps import MultiProcessMapDataZMQ
         from dataflow.parallel.runners import MultiProcessRunnerZMQ
         from dataflow.parallel.threads import MultiThreadMapData
-        from tests.parallel import _probes as p
+        from tests._leaks import live_children, wait_until
         from tests.parallel import _util as u
 
         kind = {kind!r}
@@ -159,8 +160,8 @@ def test_ctrl_c_caught_then_with_block_closes(kind: str) -> None:
                         pass
             except KeyboardInterrupt:
                 print("CAUGHT", flush=True)
-        p.wait_until(lambda: threading.active_count() <= threads, 3)
-        print("AFTER", len(p.live_children()), threading.active_count() - threads, flush=True)
+        wait_until(lambda: threading.active_count() <= threads, 3)
+        print("AFTER", len(live_children()), threading.active_count() - threads, flush=True)
         """
     )
     proc = p.start_script(code)

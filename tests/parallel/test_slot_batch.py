@@ -16,8 +16,9 @@ from dataflow.ops._stack import collate
 from dataflow.parallel import _shm
 from dataflow.parallel._slot_batch import ring_stacker
 from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ
+from tests._leaks import our_shm
 from tests.parallel._util import Range
-from tests.parallel.test_shm_ring import Channel, our_shm, views_shm
+from tests.parallel.test_shm_ring import Channel, views_shm
 
 pytestmark = pytest.mark.timeout(60)
 

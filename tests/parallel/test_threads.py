@@ -10,8 +10,8 @@ import pytest
 
 from dataflow.errors import DataFlowNotReset, DataFlowReentrantError
 from dataflow.parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
+from tests._leaks import wait_until
 from tests.helpers import ListFlow
-from tests.parallel import _probes as p
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,7 +22,7 @@ def _src(n: int = 20) -> ListFlow:
 
 
 def _threads_back_to(baseline: int) -> bool:
-    return p.wait_until(lambda: threading.active_count() <= baseline, 5)
+    return wait_until(lambda: threading.active_count() <= baseline, 5)
 
 
 # --- MultiThreadMapData -------------------------------------------------------------------

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import psutil
 import pytest
 
 from dataflow.base import DataFlow
@@ -30,6 +29,7 @@ from dataflow.errors import WorkerDied
 from dataflow.parallel import _pool, _shm
 from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
 from dataflow.parallel.runners import MultiProcessRunnerZMQ
+from tests._leaks import assert_no_leaks, our_shm, pid_alive, snapshot, wait_until
 from tests.parallel._util import Range, leaves
 
 pytestmark = pytest.mark.timeout(60)
@@ -131,11 +131,6 @@ def map_for_batch(dp: list[int]) -> list[Any]:
 # --- checks --------------------------------------------------------------------------------
 
 
-def our_shm(pid: int | None = None) -> set[str]:
-    prefix = f"dataflow-{os.getpid() if pid is None else pid}-"
-    return {n for n in os.listdir("/dev/shm") if n.startswith(prefix)}
-
-
 def views_shm(arr: np.ndarray) -> bool:
     while isinstance(arr.base, np.ndarray):
         arr = arr.base
@@ -155,19 +150,6 @@ def check_datapoint(dp: list[Any]) -> list[np.ndarray]:
     return [a for a in arrays if a.nbytes >= 64 * KiB]
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
     return True
 
 
@@ -315,16 +297,11 @@ def test_consumer_held_arrays_survive_close_and_restart() -> None:
 # --- leaks ---------------------------------------------------------------------------------
 
 
-def _resources() -> tuple[int, set[str], int, set[int]]:
-    me = psutil.Process()
-    children = {c.pid for c in me.children(recursive=True) if pid_alive(c.pid)}
-    return me.num_fds(), our_shm(), me.memory_info().rss, children
-
-
+@pytest.mark.slow  # a soak: 1000 messages, RSS and fds flat after the rings cycled
 @pytest.mark.parametrize("which", ["runner", "map"])
 def test_no_leaks_over_1000_messages(which: str) -> None:
     gc.collect()
-    fds0, shm0, _, children0 = _resources()
+    before = snapshot()
     if which == "runner":
         df: DataFlow = MultiProcessRunnerZMQ(BigFlow(), num_proc=2, shm_bytes=16 * MiB)
     else:
@@ -336,21 +313,16 @@ def test_no_leaks_over_1000_messages(which: str) -> None:
         check_datapoint(dp)
         if n == 300:  # each ring has cycled a few times: what is mapped is mapped
             gc.collect()
-            fds1, _, rss1, _ = _resources()
+            warm = snapshot()
     gc.collect()
-    fds2, shm2, rss2, _ = _resources()
-    assert fds2 <= fds1 + 2, (fds1, fds2)
-    assert rss2 - rss1 < 48 * MiB, f"RSS grew by {(rss2 - rss1) / MiB:.0f} MiB in 700 messages"
-    assert shm2 == shm0
+    end = snapshot()
+    assert len(end.fds) <= len(warm.fds) + 2, (warm.fds, end.fds)
+    assert end.rss - warm.rss < 48 * MiB, f"RSS grew by {(end.rss - warm.rss) / MiB:.0f} MiB in 700 messages"
+    assert end.shm == before.shm
     del dp, stream
     df.close()
     gc.collect()
-
-    def clean() -> bool:
-        fds3, shm3, _, children3 = _resources()
-        return fds3 <= fds0 + 2 and shm3 == shm0 and children3 <= children0
-
-    assert wait_until(clean, 5), (fds0, shm0, children0, _resources())
+    assert_no_leaks(before)
 
 
 # --- worker death --------------------------------------------------------------------------

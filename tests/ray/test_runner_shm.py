@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dataflow.on_ray import RayRunner
-from tests.parallel._probes import ring_mappings
+from tests._leaks import ring_mappings
 
 from . import _funcs
 from .test_maps import _mapped_file
