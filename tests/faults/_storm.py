@@ -31,8 +31,8 @@ import numpy as np
 
 import dataflow as D
 from dataflow.errors import DataFlowNotReset
+from tests._leaks import leaks, snapshot
 from tests.parallel import _util as u
-from tests.parallel._probes import leaks, snapshot
 
 N = 40
 

@@ -19,7 +19,7 @@ import pytest
 
 import dataflow as D
 from dataflow.parallel._interrupts import deferred_sigint
-from tests.faults._leaks import assert_no_leaks, snapshot
+from tests._leaks import assert_no_leaks, pid_alive, snapshot, wait_until
 from tests.faults._storm import FLOWS
 from tests.parallel import _probes as p
 from tests.parallel import _util as u
@@ -107,7 +107,7 @@ _RUNNER_AFTER_INTERRUPT = """
 import os, signal, tempfile, threading, time
 import dataflow as D
 from dataflow.errors import DataFlowNotReset
-from tests.parallel import _probes as p
+from tests._leaks import leaks, pid_alive, snapshot, wait_until
 from tests.parallel import _util as u
 
 STALL = os.path.join(tempfile.mkdtemp(), "stall")  # while it exists, workers stall after [0]
@@ -124,7 +124,7 @@ class StallsAfterFirst(D.ProxyDataFlow):
             yield dp
 
 
-before = p.snapshot()
+before = snapshot()
 src = StallsAfterFirst(D.DataFromList([[i] for i in range(10**6)], shuffle=False))
 df = D.MultiProcessRunnerZMQ(src, num_proc=2, shm_bytes=0)
 df.reset_state()
@@ -139,7 +139,7 @@ try:
         pass
 except KeyboardInterrupt:
     pass
-print("STOPPED", p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5), flush=True)
+print("STOPPED", wait_until(lambda: not any(pid_alive(x) for x in pids), 5), flush=True)
 for call in (lambda: iter(df), df.state_dict):
     try:
         call()
@@ -153,7 +153,7 @@ print("AFTER", [next(it)[0] >= 0 for _ in range(50)].count(True), flush=True)
 df.state_dict()  # between datapoints of a restarted runner: exact again
 del it
 df.close()
-print("LEAKS", p.leaks(before), flush=True)
+print("LEAKS", leaks(before), flush=True)
 """
 
 
@@ -214,7 +214,7 @@ def test_consumer_a_runner_feeds_exits_within_2s_of_sigint(busy: int) -> None:
             except subprocess.TimeoutExpired:
                 pytest.fail("the consumer did not exit within 10 s of SIGINT")
             took = time.monotonic() - t0
-            gone = p.wait_until(lambda: not any(p.pid_alive(x) for x in pids), 5)
+            gone = wait_until(lambda: not any(pid_alive(x) for x in pids), 5)
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import dataflow as D
-from tests.faults._leaks import assert_no_leaks, snapshot
+from tests._leaks import assert_no_leaks, snapshot
 from tests.parallel import _util as u
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

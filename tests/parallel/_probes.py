@@ -1,6 +1,5 @@
 """Helpers for the tests of ``dataflow.parallel``: grouping results by worker; scripts run in
-a fresh interpreter. Leak checks live in :mod:`tests._leaks` (``leaks`` and ``snapshot`` are
-re-exported here only for tests/faults/_storm.py, which another change rewrites)."""
+a fresh interpreter. Leak checks live in :mod:`tests._leaks`."""
 
 from __future__ import annotations
 
@@ -11,9 +10,7 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from tests._leaks import leaks, snapshot
-
-__all__ = ["leaks", "per_worker", "read_line_with", "snapshot", "start_script"]
+__all__ = ["per_worker", "read_line_with", "start_script"]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
