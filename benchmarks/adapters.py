@@ -90,8 +90,8 @@ from benchmarks._harness import (  # noqa: E402
     note,
     run_timed_rounds,
 )
+from dataflow import DataFromList  # noqa: E402
 from dataflow.base import DataFlow  # noqa: E402
-from dataflow.sources import DataFromList  # noqa: E402
 
 BATCH = 64
 SHAPE = (32, 32, 3)

@@ -78,9 +78,8 @@ def _epoch(df) -> Callable[[], tuple[int, float, float]]:
 
 
 def ours(data: list, tmp: str) -> list[tuple[str, Run]]:
-    from dataflow.formats import LMDBData, LMDBSerializer, TFRecordSerializer
+    from dataflow import DataFromList, LMDBData, LMDBSerializer, TFRecordSerializer
     from dataflow.formats._crc32c import implementation
-    from dataflow.sources import DataFromList
 
     lmdb_path, tfr_path = os.path.join(tmp, "ours.lmdb"), os.path.join(tmp, "ours.tfrecord")
     LMDBSerializer.save(DataFromList(data, shuffle=False), lmdb_path)

@@ -72,8 +72,7 @@ def _timed(save: Callable[[str], None], path: str) -> tuple[float, float]:
 
 
 def ours(size: int, mb: float, tmp: str) -> dict[str, Callable[[], tuple[float, float]]]:
-    from dataflow import DataFlow
-    from dataflow.formats import LMDBSerializer, TFRecordSerializer
+    from dataflow import DataFlow, LMDBSerializer, TFRecordSerializer
 
     arr = _array(mb)
 
@@ -96,7 +95,7 @@ def ours(size: int, mb: float, tmp: str) -> dict[str, Callable[[], tuple[float, 
     if importlib.util.find_spec("h5py") is None:
         note("HDF5 left out: pip install h5py to compare it")
     else:
-        from dataflow.formats import HDF5Serializer
+        from dataflow import HDF5Serializer
 
         runs["dataflow HDF5"] = lambda: _timed(
             lambda p: HDF5Serializer.save(Big(), p, HDF5_PATHS, progress=False), os.path.join(tmp, "ours.h5")

@@ -214,7 +214,7 @@ def pipeline(name: str, open_: Callable[[], tuple[Iterator[Any], Callable[[], No
 
 def ours(name: str, *a: Any, **kwargs: Any) -> Contender:
     from dataflow.base import DataFlow
-    from dataflow.parallel.runners import MultiProcessRunnerZMQ
+    from dataflow.parallel._runners import MultiProcessRunnerZMQ
 
     class Source(DataFlow):
         def __iter__(self) -> Iterator[list]:

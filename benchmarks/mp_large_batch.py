@@ -81,10 +81,10 @@ def endless(df: Any) -> Iterator[Any]:
 
 
 def ours(name: str, *a: Any, old: bool = False, **kwargs: Any) -> Contender:
+    from dataflow import DataFromList
     from dataflow.ops._stack import stack_component
     from dataflow.parallel import _slot_batch
-    from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ
-    from dataflow.sources import DataFromList
+    from dataflow.parallel._maps import MultiProcessMapAndBatchDataZMQ
 
     def open_() -> tuple[Iterator[Any], Callable[[], None]]:
         # the workers fork from here: what ring_stacker is now is what they use

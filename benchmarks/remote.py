@@ -89,7 +89,7 @@ def _send_ours(workload: str, n: str, addr: str, *keys: str) -> None:
         public, secret, server = (k.encode("ascii") for k in keys)
         curve = {"curve_keypair": (public, secret), "curve_server_key": server}
     from dataflow.base import DataFlow
-    from dataflow.parallel.remote import send_dataflow_zmq
+    from dataflow.parallel._remote import send_dataflow_zmq
 
     class Source(DataFlow):
         def __len__(self) -> int:
@@ -151,7 +151,7 @@ def _stop(proc: subprocess.Popen[bytes], wait: float | None) -> None:
 
 
 def ours(workload: str, curve: bool = False) -> TimedContender:
-    from dataflow.parallel.remote import RemoteDataZMQ, generate_curve_keypair
+    from dataflow.parallel._remote import RemoteDataZMQ, generate_curve_keypair
 
     spec = WORKLOADS[workload]
     server, client = generate_curve_keypair(), generate_curve_keypair()

@@ -40,8 +40,8 @@ BATCHED = "tf.data, batch(64) + parse_example (yields batches, not per-record di
 
 
 def write_file(path: str, size: int, image_bytes: int, floats: int) -> None:
-    from dataflow.formats.tf_example import encode_example
-    from dataflow.formats.tfrecord import frame
+    from dataflow.formats._tf_example import encode_example
+    from dataflow.formats._tfrecord import frame
 
     rng = np.random.default_rng(0)
     with open(path, "wb") as f:
@@ -51,7 +51,7 @@ def write_file(path: str, size: int, image_bytes: int, floats: int) -> None:
 
 
 def ours(path: str) -> Callable[[], Iterable]:
-    from dataflow.formats import TFRecordData
+    from dataflow import TFRecordData
 
     df = TFRecordData(path, decode="example")
     df.reset_state()

@@ -1,11 +1,7 @@
 """dataflow: composable, parallel data loading for ML training (successor of tensorpack's DataFlow)."""
 
-from . import checkpoint, dataset, imgaug, seeding
-from ._rng import CompatGenerator
-from ._version import __version__
-from .base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
-from .codec import CodecError
-from .errors import (
+from . import checkpoint, dataset, imgaug
+from ._errors import (
     ComponentError,
     DataFlowError,
     DataFlowNotReset,
@@ -17,30 +13,32 @@ from .errors import (
     WorkerDied,
     WorkerError,
 )
-from .formats import (
-    CaffeLMDB,
-    FormatError,
-    HDF5Data,
-    HDF5Serializer,
-    LMDBData,
-    LMDBDataDecoder,
-    LMDBSerializer,
-    NumpySerializer,
-    SVMLightData,
-    TFRecordData,
-    TFRecordSerializer,
-)
-from .image import AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates, ImageFromFile
-from .on_ray import DataFromRay, RayMapData, RayRunner, from_ray, to_ray
-from .ops.batch import BatchData, BatchDataByShape
-from .ops.cache import CacheData
-from .ops.combine import ConcatData, JoinData, RandomChooseData, RandomMixData
-from .ops.interleave import InterleaveData
-from .ops.map import FilterData, MapData, MapDataComponent, SelectComponent
-from .ops.padded_batch import PaddedBatchData
-from .ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
-from .ops.shard import ShardData
-from .ops.shuffle import LocallyShuffleData
+from ._rng import CompatGenerator
+from ._seeding import set_seed
+from ._version import __version__
+from .base import DataFlow, Datapoint, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
+from .codec import CodecError
+from .formats._caffe_lmdb import CaffeLMDB
+from .formats._common import FormatError
+from .formats._hdf5_format import HDF5Data, HDF5Serializer
+from .formats._lmdb_data import LMDBData
+from .formats._lmdb_decoder import LMDBDataDecoder
+from .formats._lmdb_format import LMDBSerializer
+from .formats._numpy_format import NumpySerializer
+from .formats._svmlight import SVMLightData
+from .formats._tf_example import encode_example, parse_example
+from .formats._tfrecord import TFRecordData, TFRecordSerializer
+from .image._augment import AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates
+from .image._from_file import ImageFromFile
+from .ops._batch import BatchData, BatchDataByShape
+from .ops._cache import CacheData
+from .ops._combine import ConcatData, JoinData, RandomChooseData, RandomMixData
+from .ops._interleave import InterleaveData
+from .ops._map import FilterData, MapData, MapDataComponent, SelectComponent
+from .ops._padded_batch import PaddedBatchData
+from .ops._repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
+from .ops._shard import ShardData
+from .ops._shuffle import LocallyShuffleData
 from .parallel import (
     MultiProcessMapAndBatchData,
     MultiProcessPrefetchData,
@@ -48,23 +46,17 @@ from .parallel import (
     PrefetchData,
     PrefetchDataZMQ,
 )
-from .parallel.map_and_batch import MultiProcessMapAndBatchDataZMQ
-from .parallel.maps import MultiProcessMapData, MultiProcessMapDataZMQ
-from .parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
-from .parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
-from .parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
-from .seeding import set_seed
-from .sources import (
-    DataFromArrays,
-    DataFromGenerator,
-    DataFromIterable,
-    DataFromList,
-    DataFromQueue,
-    FakeData,
-    TextLineData,
-)
-from .tools.printing import PrintData
-from .tools.speed import TestDataSpeed
+from .parallel._map_and_batch import MultiProcessMapAndBatchDataZMQ
+from .parallel._maps import MultiProcessMapData, MultiProcessMapDataZMQ
+from .parallel._remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
+from .parallel._runners import MultiProcessRunner, MultiProcessRunnerZMQ
+from .parallel._threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
+from .sources._fake import FakeData
+from .sources._iterables import DataFromGenerator, DataFromIterable, DataFromQueue
+from .sources._memory import DataFromArrays, DataFromList
+from .sources._text import TextLineData
+from .tools._printing import PrintData
+from .tools._speed import TestDataSpeed
 
 __all__ = [
     "AugmentImageComponent",
@@ -88,7 +80,7 @@ __all__ = [
     "DataFromIterable",
     "DataFromList",
     "DataFromQueue",
-    "DataFromRay",
+    "Datapoint",
     "FakeData",
     "FilterData",
     "FixedSizeData",
@@ -124,8 +116,6 @@ __all__ = [
     "RNGDataFlow",
     "RandomChooseData",
     "RandomMixData",
-    "RayMapData",
-    "RayRunner",
     "ReentrancyGuard",
     "RemoteDataZMQ",
     "RepeatedData",
@@ -146,11 +136,10 @@ __all__ = [
     "__version__",
     "checkpoint",
     "dataset",
-    "from_ray",
+    "encode_example",
     "generate_curve_keypair",
     "imgaug",
-    "seeding",
+    "parse_example",
     "send_dataflow_zmq",
     "set_seed",
-    "to_ray",
 ]

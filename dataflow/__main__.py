@@ -4,8 +4,8 @@ module:function] [--size N] [--warmup N] [--trace out.json]``, ``python -m dataf
 --pipeline module:function [--size N] [--warmup N] [--trace out.json]``, and ``python -m
 dataflow --version``.
 
-``bench`` measures a pipeline's throughput with :class:`~dataflow.tools.speed.TestDataSpeed`
-(and, with ``--profile``, its per-stage breakdown with :func:`~dataflow.tools.profiling.profile`)
+``bench`` measures a pipeline's throughput with :class:`~dataflow.tools._speed.TestDataSpeed`
+(and, with ``--profile``, its per-stage breakdown with :func:`~dataflow.tools._profiling.profile`)
 and prints the results. Exit status: 0 on success, 2 on a usage error (bad arguments, a
 ``--pipeline`` that does not lead to a DataFlow), 1 if the pipeline itself raises.
 """
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dataflow.base import DataFlow
 
-DEMO = "dataflow.tools.demo:demo_pipeline"
+DEMO = "dataflow.tools._demo:demo_pipeline"
 
 
 def _count(minimum: int) -> Callable[[str], int]:
@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _load(command: str, spec: str) -> DataFlow[Any] | None:
     """The flow ``spec`` names; ``None`` once a malformed or missing spec is reported (the
     command then exits with status 2). Errors of the user's own code propagate."""
-    from dataflow.tools.demo import _PipelineSpecError, load_pipeline
+    from dataflow.tools._demo import _PipelineSpecError, load_pipeline
 
     try:
         return load_pipeline(spec)
@@ -119,7 +119,7 @@ def _load(command: str, spec: str) -> DataFlow[Any] | None:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from dataflow.tools.profiling import profile
+    from dataflow.tools._profiling import profile
 
     df = _load("profile", args.pipeline)
     if df is None:
@@ -137,8 +137,8 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from dataflow.tools.demo import load_pipeline
-    from dataflow.tools.tuning import tune
+    from dataflow.tools._demo import load_pipeline
+    from dataflow.tools._tuning import tune
 
     df = _load("tune", args.pipeline)
     if df is None:
@@ -156,8 +156,8 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from dataflow.tools.profiling import profile
-    from dataflow.tools.speed import TestDataSpeed
+    from dataflow.tools._profiling import profile
+    from dataflow.tools._speed import TestDataSpeed
 
     df = _load("bench", args.pipeline)
     if df is None:

@@ -12,8 +12,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from ._errors import CodecError
 from ._msgpack import Packer as _Packer  # never what msgpack_numpy.patch() put in msgpack
-from .errors import CodecError
 
 CODEC_VERSION = 1
 _MAGIC = b"DFC"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
     from .base import DataFlow
-    from .tools.speed import SpeedResult
+    from .tools._speed import SpeedResult
 
 __all__ = ["FluentMixin", "T_co", "U"]
 
@@ -42,68 +42,68 @@ class FluentMixin(Generic[T_co]):
         """``MapData(self, func)``: ``func(dp)``; a ``None`` result drops the datapoint. With
         ``item_rng=True``, ``func(dp, rng)`` gets a generator seeded per datapoint (exact
         resume and the same randomness at any worker count)."""
-        from .ops.map import MapData
+        from .ops._map import MapData
 
         return MapData(_as_flow(self), func, item_rng=item_rng, seed=seed)
 
     def map_component(self, func: Callable[[Any], Any], index: int | str = 0) -> DataFlow[Any]:
         """``MapDataComponent(self, func, index)``: replace ``dp[index]`` with ``func(dp[index])``."""
-        from .ops.map import MapDataComponent
+        from .ops._map import MapDataComponent
 
         return MapDataComponent(_as_flow(self), func, index)
 
     def filter(self, predicate: Callable[[Any], bool]) -> DataFlow[T_co]:
         """``FilterData(self, predicate)``: keep datapoints for which ``predicate(dp)`` is true."""
-        from .ops.map import FilterData
+        from .ops._map import FilterData
 
         return FilterData(_as_flow(self), predicate)
 
     def select(self, idxs: Sequence[int | str]) -> DataFlow[Any]:
         """``SelectComponent(self, idxs)``: keep (and reorder) the given components."""
-        from .ops.map import SelectComponent
+        from .ops._map import SelectComponent
 
         return SelectComponent(_as_flow(self), idxs)
 
     def batch(self, batch_size: int, remainder: bool = False, use_list: bool = False) -> DataFlow[Any]:
         """``BatchData(self, batch_size, remainder, use_list)``."""
-        from .ops.batch import BatchData
+        from .ops._batch import BatchData
 
         return BatchData(_as_flow(self), batch_size, remainder=remainder, use_list=use_list)
 
     def padded_batch(self, batch_size: int, padding_value: Any = 0, remainder: bool = False) -> DataFlow[Any]:
         """``PaddedBatchData(self, batch_size, padding_value, remainder)``."""
-        from .ops.padded_batch import PaddedBatchData
+        from .ops._padded_batch import PaddedBatchData
 
         return PaddedBatchData(_as_flow(self), batch_size, padding_value=padding_value, remainder=remainder)
 
     def shuffle(self, buffer_size: int, num_reuse: int = 1, seed: int | None = None) -> DataFlow[T_co]:
         """``LocallyShuffleData(self, buffer_size, num_reuse, seed=seed)``."""
-        from .ops.shuffle import LocallyShuffleData
+        from .ops._shuffle import LocallyShuffleData
 
         return LocallyShuffleData(_as_flow(self), buffer_size, num_reuse=num_reuse, seed=seed)
 
     def repeat(self, num: int = -1) -> DataFlow[T_co]:
         """``RepeatedData(self, num)``: ``num`` epochs of ``self`` as one; ``-1`` repeats forever."""
-        from .ops.repeat import RepeatedData
+        from .ops._repeat import RepeatedData
 
         return RepeatedData(_as_flow(self), num)
 
     def take(self, n: int) -> DataFlow[T_co]:
         """``TakeData(self, n)``: at most the first ``n`` datapoints of each epoch."""
-        from .ops.repeat import TakeData
+        from .ops._repeat import TakeData
 
         return TakeData(_as_flow(self), n)
 
     def shard(self, num_shards: int, index: int, equal: bool = True, pad: bool = False) -> DataFlow[T_co]:
         """``ShardData(self, num_shards, index, equal, pad)``: rank ``index``'s disjoint part of
         every epoch (by index right after a random-access source, else by position)."""
-        from .ops.shard import ShardData
+        from .ops._shard import ShardData
 
         return ShardData(_as_flow(self), num_shards, index, equal=equal, pad=pad)
 
     def cache(self, shuffle: bool = False, seed: int | None = None) -> DataFlow[T_co]:
         """``CacheData(self, shuffle, seed=seed)``: keep the first complete pass in memory."""
-        from .ops.cache import CacheData
+        from .ops._cache import CacheData
 
         return CacheData(_as_flow(self), shuffle=shuffle, seed=seed)
 
@@ -111,7 +111,7 @@ class FluentMixin(Generic[T_co]):
         self, func: Callable[[Any], Any], cycle_length: int = 2, block_length: int = 1
     ) -> DataFlow[Any]:
         """``InterleaveData(self, func, cycle_length, block_length)``."""
-        from .ops.interleave import InterleaveData
+        from .ops._interleave import InterleaveData
 
         return InterleaveData(_as_flow(self), func, cycle_length=cycle_length, block_length=block_length)
 
@@ -141,14 +141,14 @@ class FluentMixin(Generic[T_co]):
         if backend == "ray":
             if num_proc is None or num_thread is not None:
                 raise ValueError("parallel_map: backend='ray' runs num_proc= Ray actors; give num_proc only")
-            from .on_ray.maps import RayMapData
+            from .on_ray._maps import RayMapData
 
             ray_map: DataFlow[U] = RayMapData(
                 _as_flow(self), num_proc, func, buffer_size, strict, ordered=ordered, **kwargs
             )
             return ray_map
         if num_proc is not None and num_thread is None:
-            from .parallel.maps import MultiProcessMapDataZMQ
+            from .parallel._maps import MultiProcessMapDataZMQ
 
             return MultiProcessMapDataZMQ(
                 _as_flow(self),
@@ -160,7 +160,7 @@ class FluentMixin(Generic[T_co]):
                 **kwargs,
             )
         if num_thread is not None and num_proc is None:
-            from .parallel.threads import MultiThreadMapData
+            from .parallel._threads import MultiThreadMapData
 
             return MultiThreadMapData(
                 _as_flow(self),
@@ -179,19 +179,19 @@ class FluentMixin(Generic[T_co]):
     def parallel(self, num_proc: int = 1, **kwargs: Any) -> DataFlow[T_co]:
         """``MultiProcessRunnerZMQ(self, num_proc, **kwargs)``: run copies of this flow in
         ``num_proc`` processes (each produces the whole flow: see the class)."""
-        from .parallel.runners import MultiProcessRunnerZMQ
+        from .parallel._runners import MultiProcessRunnerZMQ
 
         return MultiProcessRunnerZMQ(_as_flow(self), num_proc, **kwargs)
 
     def prefetch(self, num_prefetch: int = 2, **kwargs: Any) -> DataFlow[T_co]:
         """``ThreadPrefetchData(self, num_prefetch)``: read ahead in a background thread."""
-        from .parallel.threads import ThreadPrefetchData
+        from .parallel._threads import ThreadPrefetchData
 
         return ThreadPrefetchData(_as_flow(self), num_prefetch, **kwargs)
 
     def speed_test(self, size: int = 5000, warmup: int = 0, *, progress: bool = True) -> SpeedResult:
         """Reset, iterate ``size`` datapoints with a progress bar (unless ``progress=False``)
         and return the throughput."""
-        from .tools.speed import TestDataSpeed
+        from .tools._speed import TestDataSpeed
 
         return TestDataSpeed(_as_flow(self), size=size, warmup=warmup, progress=progress).start()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from .errors import DataFlowReentrantError
+from ._errors import DataFlowReentrantError
 
 __all__ = ["ReentrancyGuard"]
 
@@ -17,7 +17,7 @@ class ReentrancyGuard:
     Use inside the epoch's generator: ``with self._guard: yield from ...``. The guard is a lock
     taken when the ``with`` is entered and released when it is left: when the epoch ends, or
     when its iterator is closed or garbage-collected. While it is held, entering it again (in
-    any thread) raises :class:`~dataflow.errors.DataFlowReentrantError`.
+    any thread) raises :class:`~dataflow._errors.DataFlowReentrantError`.
 
     A Ctrl-C cannot leave it held. ``with`` runs no Python code of its own between taking a
     lock and owning it, or between leaving the block and releasing it, as long as the take

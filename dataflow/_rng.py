@@ -9,7 +9,7 @@ share (``uniform``, ``normal``, ``choice``, ``shuffle``, ``permutation``...) tak
 arguments in both.
 
 Both method sets draw from the *one* bit generator (PCG64), so there is one stream to seed
-per worker (:mod:`dataflow.seeding`) and one ``bit_generator.state`` to checkpoint. The values
+per worker (:mod:`dataflow._seeding`) and one ``bit_generator.state`` to checkpoint. The values
 differ from those of a ``RandomState`` given the same seed (another algorithm): code that
 relied on tensorpack's exact numbers was never reproducible anyway, since tensorpack seeded
 from the process id and the time.

@@ -31,9 +31,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._errors import StateError, StateUnsupportedError
 from ._state_fields import check_plain
 from ._version import __version__
-from .errors import StateError, StateUnsupportedError
 
 if TYPE_CHECKING:
     from .base import DataFlow

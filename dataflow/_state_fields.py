@@ -1,5 +1,5 @@
 """Building blocks of a stage's state: checked fields, encoded datapoints, RNG states, iterator
-positions. Every helper raises :class:`~dataflow.errors.StateError` naming the stage and the
+positions. Every helper raises :class:`~dataflow._errors.StateError` naming the stage and the
 field, so a corrupted or foreign state never fails with a ``KeyError`` deep inside a stage.
 
 A state holds plain data only (dicts with ``str`` keys, lists, ``int``, ``float``, ``str``,
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ._errors import StateError
 from ._state_items import decode_items, encode_items
-from .errors import StateError
 
 __all__ = [
     "check_plain",

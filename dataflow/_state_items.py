@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import codec
-from .errors import StateError
+from ._errors import StateError
 
 __all__ = ["decode_items", "encode_items"]
 

@@ -1,4 +1,4 @@
-"""The recorder behind Chrome traces (:func:`dataflow.tools.profiling.trace`): spans on tracks,
+"""The recorder behind Chrome traces (:func:`dataflow.tools._profiling.trace`): spans on tracks,
 written as Chrome trace-event JSON (opens in Perfetto, ``ui.perfetto.dev``, or
 ``chrome://tracing``).
 

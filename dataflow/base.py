@@ -7,7 +7,7 @@ A DataFlow is a re-iterable of *datapoints* (a list/tuple or dict of components)
   so a flow can be built, pickled and forked cheaply.
 - ``__iter__()`` yields one *epoch*. A finite flow can be iterated again right after.
 - ``__len__()`` is optional; when defined it is exact unless documented as an upper bound.
-  Flows that cannot know it raise :class:`~dataflow.errors.LengthUnknownError`.
+  Flows that cannot know it raise :class:`~dataflow._errors.LengthUnknownError`.
 - ``close()`` releases what the flow owns; every flow is a context manager that closes.
 - ``state_dict()`` / ``load_state_dict(state)`` save and restore the position after the last
   datapoint the consumer received (see :meth:`DataFlow.state_dict` and
@@ -29,16 +29,16 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from . import seeding
+from . import _seeding as seeding
 from ._class_hooks import EpochRef, adopt_legacy_protocol, start_epochs_through_base
 from ._deprecation import warn_once
+from ._errors import DataFlowNotReset, DataFlowTerminated, LengthUnknownError
 from ._fluent import FluentMixin, T_co
 from ._reentrancy import ReentrancyGuard
 from ._replay import adopt_replay
 from ._rng import CompatGenerator, new_rng
 from ._state import UNSUPPORTED, checking_only, state_mode
 from ._state_fields import load_rng, save_rng
-from .errors import DataFlowNotReset, DataFlowTerminated, LengthUnknownError
 
 __all__ = ["DataFlow", "DataFlowTerminated", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
 
@@ -135,7 +135,7 @@ class DataFlow(FluentMixin[T_co]):
         A state taken between two epochs resumes at the next epoch. Nothing consumed is read
         again, except by flows that cannot seek: generators are re-run and fast-forwarded
         by count only with ``allow_fast_forward=True`` (they raise
-        :class:`~dataflow.errors.StateUnsupportedError` otherwise, naming the stage).
+        :class:`~dataflow._errors.StateUnsupportedError` otherwise, naming the stage).
         Call it between two datapoints, from the thread that iterates.
         """
         from ._state import SaveOptions, save_pipeline
@@ -146,7 +146,7 @@ class DataFlow(FluentMixin[T_co]):
         """Restore a :meth:`state_dict` into this pipeline, before or after ``reset_state()``
         but before iterating. The next ``__iter__`` goes on with the saved epoch.
 
-        Raises :class:`~dataflow.errors.StateError` naming the first stage that differs if the
+        Raises :class:`~dataflow._errors.StateError` naming the first stage that differs if the
         state was saved from another pipeline shape, and for corrupted or newer states; the
         pipeline is checked whole before anything is changed."""
         from ._state import load_pipeline
@@ -256,7 +256,7 @@ class RNGDataFlow(DataFlow[T_co]):
     see :class:`~dataflow._rng.CompatGenerator`), one stream behind both.
 
     ``self.rng`` is (re)created by ``reset_state()`` from ``seed=`` (or
-    :func:`dataflow.set_seed`, or fresh entropy; see :mod:`dataflow.seeding`): the same
+    :func:`dataflow.set_seed`, or fresh entropy; see :mod:`dataflow._seeding`): the same
     seed gives the same stream. Subclasses written for tensorpack that never call
     ``super().__init__()`` still work (no seed then).
     """

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._checks import check_int
+from ._errors import StateError
 from ._state import FORMAT, VERSION
-from .errors import StateError
 
 __all__ = ["reshard", "state_from_json", "state_to_json"]
 
@@ -76,7 +76,7 @@ def reshard(states: Sequence[Mapping[str, Any]], num_shards: int) -> dict[str, A
     Works for index-based sharding (``.shard()`` right after a random-access source) when
     the stages between the shard and the consumer keep no datapoints of their own at the
     checkpoint (batching, maps, filters do not; a shuffle buffer or a prefetch does): their
-    states must be equal on all ranks, else :class:`~dataflow.errors.StateError` names the
+    states must be equal on all ranks, else :class:`~dataflow._errors.StateError` names the
     first stage where they differ. The rest of the interrupted epoch — every datapoint of
     its order that no old rank consumed — is split among the new ranks; later epochs are
     sharded as usual.

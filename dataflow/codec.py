@@ -46,12 +46,11 @@ from ._codec_encode import (
 )
 from ._codec_encode import _SMALL_INTS as _SMALL_INTS  # re-exported: tests check the cached
 from ._codec_encode import _array_prefix as _array_prefix  # array header through these names
+from ._errors import CodecError
 from ._msgpack import unpackb as _unpackb
-from .errors import CodecError
 
 __all__ = [
     "CODEC_VERSION",
-    "CodecError",
     "dumps",
     "dumps_frames",
     "dumps_local",

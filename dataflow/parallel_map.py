@@ -2,9 +2,9 @@
 the same names, re-exported from where they live now. New code imports from :mod:`dataflow`."""
 
 from .parallel import MultiProcessMapAndBatchData
-from .parallel.map_and_batch import MultiProcessMapAndBatchDataZMQ
-from .parallel.maps import MultiProcessMapData, MultiProcessMapDataZMQ
-from .parallel.threads import MultiThreadMapData
+from .parallel._map_and_batch import MultiProcessMapAndBatchDataZMQ
+from .parallel._maps import MultiProcessMapData, MultiProcessMapDataZMQ
+from .parallel._threads import MultiThreadMapData
 
 __all__ = [
     "MultiProcessMapAndBatchData",

@@ -1,6 +1,6 @@
 """Shared pytest fixtures and hooks for the whole suite.
 
-- Every test starts and ends with fresh-entropy seeding: ``dataflow.seeding.set_seed(None)``
+- Every test starts and ends with fresh-entropy seeding: ``dataflow._seeding.set_seed(None)``
   is called after each test, so a test that calls ``set_seed`` cannot leak into the next.
 - Tests marked ``gpu`` are skipped when the machine has no GPU (CI has none).
 - The framework adapter tests (tests/adapters, and tests marked ``framework``) run last:
@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import pytest
 
-from dataflow import seeding
+from dataflow import _seeding as seeding
 
 
 @pytest.fixture(autouse=True)

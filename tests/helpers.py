@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from dataflow import LengthUnknownError
 from dataflow.base import DataFlow
-from dataflow.errors import LengthUnknownError
 
 __all__ = ["ListFlow", "collect", "epochs"]
 

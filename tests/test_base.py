@@ -11,23 +11,23 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dataflow.base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
-from dataflow.errors import (
+from dataflow._errors import (
     DataFlowError,
     DataFlowNotReset,
     DataFlowReentrantError,
     LengthUnknownError,
 )
-from dataflow.ops.batch import BatchData
-from dataflow.ops.cache import CacheData
-from dataflow.ops.interleave import InterleaveData
-from dataflow.ops.map import FilterData, MapData, MapDataComponent, SelectComponent
-from dataflow.ops.padded_batch import PaddedBatchData
-from dataflow.ops.repeat import FixedSizeData, RepeatedData, TakeData
-from dataflow.ops.shuffle import LocallyShuffleData
-from dataflow.parallel.maps import MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
-from dataflow.parallel.threads import MultiThreadMapData, ThreadPrefetchData
+from dataflow.base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
+from dataflow.ops._batch import BatchData
+from dataflow.ops._cache import CacheData
+from dataflow.ops._interleave import InterleaveData
+from dataflow.ops._map import FilterData, MapData, MapDataComponent, SelectComponent
+from dataflow.ops._padded_batch import PaddedBatchData
+from dataflow.ops._repeat import FixedSizeData, RepeatedData, TakeData
+from dataflow.ops._shuffle import LocallyShuffleData
+from dataflow.parallel._maps import MultiProcessMapDataZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
+from dataflow.parallel._threads import MultiThreadMapData, ThreadPrefetchData
 from tests.helpers import ListFlow, collect
 
 

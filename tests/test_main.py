@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from dataflow.__main__ import main
-from dataflow.ops.batch import BatchData
-from dataflow.tools.demo import demo_pipeline, load_pipeline
+from dataflow.ops._batch import BatchData
+from dataflow.tools._demo import demo_pipeline, load_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PIPELINES = """
-from dataflow.ops.map import MapData
-from dataflow.sources import DataFromList
+from dataflow.ops._map import MapData
+from dataflow import DataFromList
 
 
 def small():
@@ -64,7 +64,7 @@ def test_bench_default_pipeline(tmp_path: Path) -> None:
     proc = _run(["bench", "--size", "500", "--no-progress"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "500 dp in" in proc.stdout and "dp/s" in proc.stdout
-    assert "dataflow.tools.demo:demo_pipeline" in proc.stdout
+    assert "dataflow.tools._demo:demo_pipeline" in proc.stdout
     assert "%|" not in proc.stderr  # --no-progress: no tqdm bar
 
 

@@ -31,21 +31,51 @@ def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _public_modules() -> list[str]:
-    """The public modules whose classes users import: dataflow.base, dataflow.errors and every
-    public module of dataflow.sources / .ops / .tools / .parallel / .formats (adapters, which
-    import frameworks, are left out)."""
-    names = ["dataflow.base", "dataflow.errors"]
-    packages = ("dataflow.sources", "dataflow.ops", "dataflow.tools", "dataflow.parallel", "dataflow.formats")
-    packages += ("dataflow.on_ray",)  # imports Ray only when a Ray flow starts
-    packages += ("dataflow.image",)  # imports OpenCV only when a flow reads or augments an image
-    for pkg_name in packages:
-        pkg = importlib.import_module(pkg_name)
-        names.append(pkg_name)
-        for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{pkg_name}."):
-            if not any(part.startswith("_") for part in info.name.split(".")):
-                names.append(info.name)
-    return names
+#: Where users import public names from: each name has exactly one of these as its home.
+HOMES = (
+    "dataflow",
+    "dataflow.tools",
+    "dataflow.codec",
+    "dataflow.checkpoint",
+    "dataflow.on_ray",
+    "dataflow.imgaug",
+    "dataflow.dataset",
+)
+#: tensorpack's module paths, kept so that migrated imports work: each re-exports names whose
+#: home is above (``tensorpack.dataflow.common`` -> ``dataflow.common``, ...).
+TENSORPACK_PATHS = (
+    "dataflow.base",
+    "dataflow.common",
+    "dataflow.format",
+    "dataflow.image",
+    "dataflow.parallel",
+    "dataflow.parallel_map",
+    "dataflow.raw",
+    "dataflow.remote",
+    "dataflow.serialize",
+)
+#: Packages that only group private modules and export nothing.
+GROUPS = ("dataflow.formats", "dataflow.ops", "dataflow.sources", "dataflow.adapters")
+ADAPTERS = ("dataflow.adapters.jax", "dataflow.adapters.tf", "dataflow.adapters.torch")  # import frameworks
+
+
+def _home_of(obj: object) -> list[str]:
+    return sorted({
+        home
+        for home in HOMES
+        for name in importlib.import_module(home).__all__
+        if getattr(importlib.import_module(home), name) is obj
+    })
+
+
+#: Flow classes users never build by name: bases of the public flows, and the class a public
+#: constructor returns (``TFRecordData(shuffle=True)``, ``LMDBSerializer.load``).
+INTERNAL_FLOWS = {
+    "dataflow.formats._lmdb_decoded.SerializedLMDB",
+    "dataflow.formats._tfrecord.ShuffledTFRecordData",
+    "dataflow.parallel._map_base.ParallelMapBase",
+    "dataflow.sources._indexed.IndexedSource",
+}
 
 
 # --- examples ------------------------------------------------------------------------------
@@ -96,18 +126,63 @@ def test_every_name_in_all_is_importable() -> None:
     assert set(dataflow.__all__) <= set(namespace)
 
 
-@pytest.mark.parametrize("modname", _public_modules())
-def test_public_classes_are_exported(modname: str) -> None:
+def test_every_module_is_private_or_a_known_public_one() -> None:
+    """Implementation modules are private (``_name.py``): a new public module must be a home,
+    a tensorpack path, an adapter, or part of the tensorpack-named image and dataset APIs."""
+    public = set(HOMES + TENSORPACK_PATHS + GROUPS + ADAPTERS)
+    pkg_dir = Path(dataflow.__file__).parent
+    unknown = []
+    for path in sorted(pkg_dir.rglob("*.py")):
+        parts = path.relative_to(pkg_dir.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        name = ".".join(parts)
+        if any(p.startswith("_") for p in parts) or name in public:
+            continue
+        if name.startswith(("dataflow.imgaug.", "dataflow.dataset.")):  # tensorpack's paths
+            continue
+        unknown.append(name)
+    assert not unknown, f"public modules that are neither a home nor a tensorpack path: {unknown}"
+
+
+def test_each_public_name_has_exactly_one_home() -> None:
+    twice = {}
+    for home in HOMES:
+        module = importlib.import_module(home)
+        for name in module.__all__:
+            homes = _home_of(getattr(module, name))
+            if len(homes) > 1 and not inspect.ismodule(getattr(module, name)):
+                twice[name] = homes
+    assert not twice, f"names exported by more than one home: {twice}"
+
+
+@pytest.mark.parametrize("modname", TENSORPACK_PATHS)
+def test_tensorpack_paths_only_re_export_names_of_a_home(modname: str) -> None:
     module = importlib.import_module(modname)
-    classes = [
-        name
-        for name, obj in vars(module).items()
-        if inspect.isclass(obj) and not name.startswith("_") and obj.__module__ == modname
-    ]
-    missing = [name for name in classes if name not in dataflow.__all__]
-    assert not missing, f"public classes of {modname} missing from dataflow.__all__: {missing}"
-    for name in classes:
-        assert getattr(dataflow, name) is getattr(module, name), f"dataflow.{name} is not {modname}.{name}"
+    names = getattr(module, "__all__", [])
+    assert names, f"{modname} must list what it re-exports in __all__"
+    homeless = [n for n in names if not _home_of(getattr(module, n))]
+    assert not homeless, f"{modname} exports names that have no home in {HOMES}: {homeless}"
+
+
+def test_every_flow_class_defined_privately_has_a_home() -> None:
+    """A DataFlow class users can build is importable from its home, not only from the
+    private module that defines it."""
+    pkg_dir = Path(dataflow.__file__).parent
+    missing = []
+    for path in sorted(pkg_dir.rglob("_*.py")):
+        parts = path.relative_to(pkg_dir.parent).with_suffix("").parts
+        if "adapters" in parts or path.name == "__init__.py":
+            continue
+        module = importlib.import_module(".".join(parts))
+        for name, obj in vars(module).items():
+            if (
+                inspect.isclass(obj) and issubclass(obj, dataflow.DataFlow) and not name.startswith("_")
+                and obj.__module__ == module.__name__ and not _home_of(obj)
+                and f"{module.__name__}.{name}" not in INTERNAL_FLOWS
+            ):
+                missing.append(f"{module.__name__}.{name}")
+    assert not missing, f"flow classes without a public home: {missing}"
 
 
 # --- packaging metadata and the README's commands ------------------------------------------

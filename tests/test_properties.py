@@ -19,13 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dataflow.ops.batch import BatchData
-from dataflow.ops.cache import CacheData
-from dataflow.ops.combine import RandomMixData
-from dataflow.ops.padded_batch import PaddedBatchData
-from dataflow.ops.repeat import FixedSizeData
-from dataflow.ops.shuffle import LocallyShuffleData
-from dataflow.sources import DataFromList
+from dataflow import DataFromList
+from dataflow.ops._batch import BatchData
+from dataflow.ops._cache import CacheData
+from dataflow.ops._combine import RandomMixData
+from dataflow.ops._padded_batch import PaddedBatchData
+from dataflow.ops._repeat import FixedSizeData
+from dataflow.ops._shuffle import LocallyShuffleData
 from tests.helpers import ListFlow, epochs
 
 SETTINGS = settings(max_examples=50, deadline=None)

@@ -13,8 +13,8 @@ import pytest
 
 import dataflow
 from dataflow import ConcatData, DataFlow, DataFromArrays, DataFromList, FakeData
-from dataflow.parallel.maps import MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
+from dataflow.parallel._maps import MultiProcessMapDataZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
 
 from .test_contract import FACTORIES
 

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dataflow import seeding
+from dataflow import _seeding as seeding
+from dataflow._seeding import enter_worker, get_seed, seed_sequence, set_seed
 from dataflow.base import RNGDataFlow
-from dataflow.ops.shuffle import LocallyShuffleData
-from dataflow.seeding import enter_worker, get_seed, seed_sequence, set_seed
+from dataflow.ops._shuffle import LocallyShuffleData
 from tests.helpers import ListFlow, collect
 
 

@@ -15,15 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataflow import sources
-from dataflow.errors import (
-    DataFlowError,
-    DataFlowNotReset,
-    DataFlowReentrantError,
-    LengthUnknownError,
-)
-from dataflow.seeding import set_seed
-from dataflow.sources import (
+from dataflow import (
     DataFromArrays,
     DataFromGenerator,
     DataFromIterable,
@@ -32,18 +24,19 @@ from dataflow.sources import (
     FakeData,
     TextLineData,
 )
+from dataflow._errors import (
+    DataFlowError,
+    DataFlowNotReset,
+    DataFlowReentrantError,
+    LengthUnknownError,
+)
+from dataflow._seeding import set_seed
 
 N = 50
 
 
 def epochs(df, n=2):
     return [list(df) for _ in range(n)]
-
-
-def test_all_is_sorted_and_complete():
-    assert sources.__all__ == sorted(sources.__all__)
-    for name in sources.__all__:
-        assert getattr(sources, name).__module__.startswith("dataflow.sources.")
 
 
 # ---------------------------------------------------------------- DataFromList

@@ -41,15 +41,15 @@ SNIPPET = textwrap.dedent(
 )
 
 EXPECTED = [
-    "dataflow.sources.memory.DataFromList[int]",
+    "dataflow.sources._memory.DataFromList[int]",
     "dataflow.base.DataFlow[str]",
     "dataflow.base.DataFlow[float]",
     "dataflow.base.DataFlow[int]",
     "dataflow.base.DataFlow[int]",
     "dataflow.base.DataFlow[Any]",
-    "dataflow.sources.iterables.DataFromGenerator[bytes]",
+    "dataflow.sources._iterables.DataFromGenerator[bytes]",
     "str",
-    "dataflow.sources.memory.DataFromList[int]",
+    "dataflow.sources._memory.DataFromList[int]",
 ]
 
 

@@ -16,8 +16,8 @@ import zmq
 from dataflow import DataFromIterable, DataFromList, ShardData
 from dataflow.codec import dumps_frames
 from dataflow.parallel import _shm
-from dataflow.parallel.maps import MultiProcessMapDataZMQ
-from dataflow.parallel.remote import RemoteDataZMQ
+from dataflow.parallel._maps import MultiProcessMapDataZMQ
+from dataflow.parallel._remote import RemoteDataZMQ
 
 
 def _caught(action: Callable[[], Any], match: str) -> list[warnings.WarningMessage]:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..base import close_iterator
-from ..ops.batch import epoch_stacked_by
+from ..ops._batch import epoch_stacked_by
 from ._jax_place import Placer, is_array_leaf
 from ._require import require
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import WorkerError
 from ..base import DataFlow, close_iterator
-from ..errors import WorkerError
+from ..ops._batch import epoch_stacked_by
 from ..ops._stack import StackComponent
-from ..ops.batch import epoch_stacked_by
 from ._require import require
 from ._tf_groups import flat_signature, generator_dataset, grouped_dataset
 
@@ -131,7 +131,7 @@ def ZMQInput(addr: str, output_signature: Any, **kwargs: Any) -> Any:  # noqa: N
     """A ``tf.data.Dataset`` of datapoints received on ``addr`` from
     :func:`~dataflow.send_dataflow_zmq` (``kwargs`` go to :class:`~dataflow.RemoteDataZMQ`).
     The signature must be given: peeking at a network stream would consume it."""
-    from ..parallel.remote import RemoteDataZMQ
+    from ..parallel._remote import RemoteDataZMQ
 
     def generator() -> Iterator[Any]:
         receiver = RemoteDataZMQ(addr, **kwargs)  # one per dataset iteration, closed after it
@@ -194,7 +194,7 @@ class QueueInput:
     The thread resets ``df`` and iterates it forever (epoch after epoch, as tensorpack's
     ``QueueInput``), enqueueing each datapoint; :meth:`dequeue` gives a tuple of tensors.
     An exception in the flow closes the queue and is raised by the next :meth:`dequeue` as
-    :class:`~dataflow.errors.WorkerError`. :meth:`close` cancels pending enqueues and joins.
+    :class:`~dataflow._errors.WorkerError`. :meth:`close` cancels pending enqueues and joins.
     Use it as a context manager.
     """
 

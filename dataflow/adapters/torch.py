@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import seeding
+from .. import _seeding as seeding
 from .._state import SaveOptions, save_pipeline
 from ..base import DataFlow
-from ..ops.shard import ShardData
+from ..ops._shard import ShardData
 from ._require import require
 
 torch = require("torch", "torch", "dataflow.adapters.torch")

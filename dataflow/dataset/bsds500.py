@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sources.memory import DataFromArrays
+from ..sources._memory import DataFromArrays
 from ._cv2 import import_cv2
 from ._matlab import field, loadmat
 from ._paths import FormatError, check_choice, dataset_dir, missing

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sources.memory import DataFromArrays
+from ..sources._memory import DataFromArrays
 from ._matlab import field, loadmat
 from ._paths import FormatError, check_choice, dataset_dir, require_file
 

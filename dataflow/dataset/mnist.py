@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sources.memory import DataFromArrays
+from ..sources._memory import DataFromArrays
 from ._paths import FormatError, check_choice, dataset_dir, missing
 
 __all__ = ["FashionMnist", "Mnist", "read_idx"]

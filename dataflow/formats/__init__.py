@@ -1,4 +1,5 @@
-"""Storage formats: dump a prepared dataset once, read it fast many times.
+"""Storage formats: dump a prepared dataset once, read it fast many times (every name here is
+imported from :mod:`dataflow`; the modules of this package are private).
 
 - :class:`LMDBSerializer` / :class:`LMDBData` / :class:`LMDBDataDecoder` — LMDB (random
   access, shuffling, larger than memory); needs ``pip install "dataflow-ml[lmdb]"``.
@@ -19,25 +20,3 @@ and a file written by a newer version is refused with :class:`FormatError` namin
 and renames it only when complete (an interrupted save leaves no file, and the temporary one
 is removed); a corrupt or truncated file raises an error naming the file and the record.
 """
-
-from ._common import FormatError
-from .caffe_lmdb import CaffeLMDB
-from .hdf5_format import HDF5Data, HDF5Serializer
-from .lmdb_format import LMDBData, LMDBDataDecoder, LMDBSerializer
-from .numpy_format import NumpySerializer
-from .svmlight import SVMLightData
-from .tfrecord import TFRecordData, TFRecordSerializer
-
-__all__ = [
-    "CaffeLMDB",
-    "FormatError",
-    "HDF5Data",
-    "HDF5Serializer",
-    "LMDBData",
-    "LMDBDataDecoder",
-    "LMDBSerializer",
-    "NumpySerializer",
-    "SVMLightData",
-    "TFRecordData",
-    "TFRecordSerializer",
-]

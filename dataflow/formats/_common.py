@@ -8,9 +8,9 @@ import os
 from collections.abc import Iterator
 from typing import Any, Union
 
+from .._errors import FormatError
 from .._progress import check_progress, progress_bar, progress_enabled
 from .._version import __version__
-from ..errors import FormatError
 
 __all__ = [
     "FormatError",

@@ -1,4 +1,4 @@
-"""Any LMDB database, entry by entry: :class:`LMDBData` (public in :mod:`dataflow.formats.lmdb_format`).
+"""Any LMDB database, entry by entry: :class:`LMDBData` (public in :mod:`dataflow.formats._lmdb_format`).
 
 Needs the optional package ``lmdb`` (``pip install "dataflow-ml[lmdb]"``); it is imported
 only when the class is used.
@@ -12,7 +12,7 @@ from itertools import chain
 from typing import Any
 
 from .. import codec
-from ..errors import DataFlowNotReset
+from .._errors import DataFlowNotReset
 from ..sources._indexed import IndexedSource, cursor
 from ._common import FormatError, PathType, check_meta, fspath
 from ._lmdb_env import SharedEnv, import_lmdb

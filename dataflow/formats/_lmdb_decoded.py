@@ -38,7 +38,7 @@ class SerializedLMDB(LMDBData):
 
     def _decoded_tensorpack(self, items: Iterator[list[Any]]) -> Iterator[Any]:
         """tensorpack's values (its own keys, msgpack or pickle): see tensorpack_decode."""
-        from .tensorpack_decode import loads_tensorpack
+        from ._tensorpack_decode import loads_tensorpack
 
         allow, where = self._allow_pickle, f"{self._stage}: {self._path}"
         for k, v in items:

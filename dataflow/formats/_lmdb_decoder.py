@@ -1,5 +1,5 @@
 """tensorpack's decoder over an LMDB reader: :class:`LMDBDataDecoder` (public in
-:mod:`dataflow.formats.lmdb_format`)."""
+:mod:`dataflow.formats._lmdb_format`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The LMDB environment plumbing behind :mod:`dataflow.formats.lmdb_format`: the lazy import,
+"""The LMDB environment plumbing behind :mod:`dataflow.formats._lmdb_format`: the lazy import,
 read-only environments shared within a process, and transactions that survive a full map."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The layout of the LMDB databases :meth:`~dataflow.formats.lmdb_format.LMDBSerializer.save`
+"""The layout of the LMDB databases :meth:`~dataflow.formats._lmdb_format.LMDBSerializer.save`
 writes: one key per datapoint, ``b"%010d" % index`` (key order is write order), and the
 metadata key ``b"__dataflow_format__"``; tensorpack's databases keep their key list under
 ``b"__keys__"``."""

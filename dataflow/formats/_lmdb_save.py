@@ -1,6 +1,6 @@
 """Writing an LMDB database, all or nothing (what
-:meth:`dataflow.formats.lmdb_format.LMDBSerializer.save` does; the layout is described
-in :mod:`dataflow.formats.lmdb_format`)."""
+:meth:`dataflow.formats._lmdb_format.LMDBSerializer.save` does; the layout is described
+in :mod:`dataflow.formats._lmdb_format`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def save_lmdb(
     progress: bool,
     durable: bool,
 ) -> None:
-    """See :meth:`~dataflow.formats.lmdb_format.LMDBSerializer.save`: one epoch of ``df``,
+    """See :meth:`~dataflow.formats._lmdb_format.LMDBSerializer.save`: one epoch of ``df``,
     ``write_frequency`` datapoints (or ~64 MiB) per transaction, the map grown ahead of the
     data, the database renamed into place once complete and cut to the pages it uses."""
     stage = "LMDBSerializer.save"

@@ -239,7 +239,7 @@ def read_index(stage: str, path: str) -> np.ndarray | None:
         raise FormatError(
             f"{stage}: {path} has {size} bytes but its index file {ipath} says {data_bytes}: the file "
             f"is {what}, or was rewritten without its index (remove the index, or rebuild it with "
-            f"dataflow.formats.tfrecord.write_index)"
+            f"dataflow.TFRecordSerializer.write_index)"
         )
     return offsets
 

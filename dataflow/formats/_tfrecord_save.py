@@ -1,5 +1,5 @@
 """Writing one TFRecord file and its index, all or nothing (what
-:meth:`dataflow.formats.tfrecord.TFRecordSerializer.save` does)."""
+:meth:`dataflow.formats._tfrecord.TFRecordSerializer.save` does)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = ["save_tfrecord"]
 def save_tfrecord(
     df: DataFlow[Any], path: PathType, *, overwrite: bool, progress: bool, durable: bool
 ) -> None:
-    """See :meth:`~dataflow.formats.tfrecord.TFRecordSerializer.save`: one epoch of ``df``, one
+    """See :meth:`~dataflow.formats._tfrecord.TFRecordSerializer.save`: one epoch of ``df``, one
     record per datapoint (the safe codec), the file renamed into place once complete, then
     its index (a stale index of a replaced file is removed first)."""
     stage = "TFRecordSerializer.save"

@@ -3,7 +3,7 @@
 - ``reset_state()`` seeds ``self.rng`` (a :class:`~dataflow.CompatGenerator`: numpy
   ``Generator`` methods plus tensorpack's ``RandomState`` spellings) from
   :func:`next_seed_sequence`: the seed source a flow installed with :func:`seeding_from`
-  (the flow's ``seed=``), else :func:`dataflow.seeding.seed_sequence` (``set_seed``, the
+  (the flow's ``seed=``), else :func:`dataflow._seeding.seed_sequence` (``set_seed``, the
   worker's key in a parallel runner, else fresh entropy).
 - An augmentor never reset is seeded on its first draw the same way; one that was seeded before
   a ``fork`` reseeds itself on its first draw in the child (tensorpack did this with
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import seeding
+from .. import _seeding as seeding
+from .._errors import StateError, StateUnsupportedError
 from .._rng import CompatGenerator, new_rng
 from .._state_fields import _to_plain, from_plain
-from ..errors import StateError, StateUnsupportedError
 
 __all__ = ["check_tree", "fork_generation", "fresh_rng", "load_tree", "save_tree", "seeding_from", "walk"]
 
@@ -50,7 +50,7 @@ def fork_generation() -> int:
 @contextmanager
 def seeding_from(seq: np.random.SeedSequence | None) -> Iterator[None]:
     """Within the block, augmentors reset in this thread take successive children of ``seq``
-    (``None``: the usual :mod:`dataflow.seeding` rules)."""
+    (``None``: the usual :mod:`dataflow._seeding` rules)."""
     old = getattr(_local, "source", None)
     _local.source = seq
     try:

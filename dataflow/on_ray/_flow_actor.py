@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .. import seeding
+from .. import _seeding as seeding
 from ..base import DataFlow
 from ..parallel import _messages as msg
 from ..parallel._shm import RingWriter

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import WorkerDied
+from .._errors import WorkerDied
 from ..parallel import _messages as msg
 from ..parallel._shm_reader import RingReader
 from ._connect import ray_module

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ComponentError
+from .._errors import ComponentError
 
 __all__ = ["describe_kind", "get_component", "replace_component"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ComponentError
+from .._errors import ComponentError
 from ._components import describe_kind
 
 __all__ = ["StackComponent", "collate", "stack_component", "stack_into", "stackable"]

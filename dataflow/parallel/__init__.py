@@ -12,8 +12,8 @@ from ._deprecated import (
     PrefetchData,
     PrefetchDataZMQ,
 )
-from .runners import MultiProcessRunner, MultiProcessRunnerZMQ
-from .threads import MultiThreadRunner
+from ._runners import MultiProcessRunner, MultiProcessRunnerZMQ
+from ._threads import MultiThreadRunner
 
 __all__ = [
     "MultiProcessMapAndBatchData",

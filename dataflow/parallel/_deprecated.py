@@ -8,9 +8,9 @@ import functools
 from typing import Any, TypeVar
 
 from .._deprecation import warn_once
-from .map_and_batch import MultiProcessMapAndBatchDataZMQ
-from .runners import MultiProcessRunner, MultiProcessRunnerZMQ
-from .threads import MultiThreadRunner
+from ._map_and_batch import MultiProcessMapAndBatchDataZMQ
+from ._runners import MultiProcessRunner, MultiProcessRunnerZMQ
+from ._threads import MultiThreadRunner
 
 __all__ = [
     "MultiProcessMapAndBatchData",

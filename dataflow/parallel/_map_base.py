@@ -13,7 +13,7 @@ The consumer (the thread iterating the map) reads the upstream itself and submit
   epoch, nothing is lost or duplicated.
 - **ordered**: results are yielded in submission order (a reorder buffer holds early ones).
 - **item_rng**: ``map_func(dp, rng)`` gets a generator seeded from ``(seed, epoch, index)``
-  (see :func:`dataflow.seeding.item_rng`), the same in any worker.
+  (see :func:`dataflow._seeding.item_rng`), the same in any worker.
 - **chunks**: with ``chunk="auto"`` the datapoints per task follow the map time the workers
   measure (:meth:`ParallelMapBase._observe`): one for a slow map, so no worker idles while
   another holds a long chunk; groups for a cheap one, whose cost is the consumer's per-task
@@ -48,12 +48,12 @@ from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from .. import seeding
+from .. import _seeding as seeding
 from .._checks import check_callable, check_int, check_timeout
+from .._errors import DataFlowNotReset, DataFlowReentrantError, StateError
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, DataFlowReentrantError, StateError
-from ..ops.shard import shard_key
+from ..ops._shard import shard_key
 from . import _messages as msg
 
 __all__ = ["TASK_SECONDS", "ParallelMapBase", "RngKey", "TaskId"]

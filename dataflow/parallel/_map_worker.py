@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import seeding
+from .. import _seeding as seeding
 from . import _messages as msg
 from ._map_base import RngKey
 from ._options import WorkerOptions

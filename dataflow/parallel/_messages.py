@@ -18,7 +18,7 @@ formatted traceback, and the exception itself pickled when it round-trips), and 
 raises :func:`error_for`: **the user's own exception type**, with the worker's traceback
 attached once, as its cause (:class:`RemoteTraceback`), and a note naming the stage and the
 worker (Python 3.11+). What cannot be rebuilt is raised as
-:class:`~dataflow.errors.WorkerError` with the same message.
+:class:`~dataflow._errors.WorkerError` with the same message.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 import zmq
 
-from ..errors import WorkerError
+from .._errors import WorkerError
 from ._shm import RingWriter
 from ._shm_reader import RingReader
 

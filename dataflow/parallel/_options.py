@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import seeding
+from .. import _seeding as seeding
 from .._checks import check_int, check_timeout
 from ._process import check_start_method
 

@@ -137,7 +137,7 @@ class ProcessPool:
             start_workers(self.stage, self._context, self._target, pending, self.procs)
 
     def check(self) -> None:
-        """Raise :class:`~dataflow.errors.WorkerDied` if a worker has exited."""
+        """Raise :class:`~dataflow._errors.WorkerDied` if a worker has exited."""
         check_workers(self.stage, self.procs, self.start_method)
 
     def recv(self, deadline: float | None = None, sizes: list[int] | None = None) -> tuple[int, bytes, Any]:

@@ -7,7 +7,7 @@ Guarantees:
   from the main thread, since the signal follows the creating *thread*), and a watchdog
   thread in the worker exits it within ~0.5 s once its parent process is gone.
 - **Workers never die silently.** :func:`check_workers` turns an exited worker into
-  :class:`~dataflow.errors.WorkerDied` naming its pid and exit code (and the signal).
+  :class:`~dataflow._errors.WorkerDied` naming its pid and exit code (and the signal).
 - **Close leaves nothing.** :func:`stop_workers` terminates, joins, kills and releases.
 - Workers ignore SIGINT: a Ctrl-C reaches the consumer, which shuts them down.
 """
@@ -29,7 +29,7 @@ from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from ..errors import WorkerDied
+from .._errors import WorkerDied
 from ._interrupts import deferred_sigint
 
 __all__ = [

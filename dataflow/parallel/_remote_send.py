@@ -1,8 +1,8 @@
-"""The sending side of :mod:`dataflow.parallel.remote`: :func:`send_dataflow_zmq` pushes one
+"""The sending side of :mod:`dataflow.parallel._remote`: :func:`send_dataflow_zmq` pushes one
 flow's datapoints (small ones in groups, large ones alone as frames) to a receiver, and fails
 with ``PermissionError`` when the receiver refuses the CURVE handshake. It also owns what
 both sides share: the message markers, the poll period and the CURVE key-pair check, which
-the receiver (:mod:`dataflow.parallel.remote`, which re-exports the sender) imports from
+the receiver (:mod:`dataflow.parallel._remote`, which re-exports the sender) imports from
 here. This module imports nothing of the receiver's."""
 
 from __future__ import annotations

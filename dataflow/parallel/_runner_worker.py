@@ -1,6 +1,6 @@
 """The worker side of the process runners: a worker resets its copy of the flow, iterates
 it forever and sends its datapoints to the consumer, small ones in groups (see
-:mod:`dataflow.parallel.runners`)."""
+:mod:`dataflow.parallel._runners`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import zmq
 
-from .. import seeding
+from .. import _seeding as seeding
 from . import _messages as msg
 from ._options import WorkerOptions
 from ._process import Pickled, bootstrap_worker

@@ -1,4 +1,5 @@
-"""Source flows: wrap a list, generator, iterable, queue, arrays or text files; or fake data.
+"""Source flows: wrap a list, generator, iterable, queue, arrays or text files; or fake data
+(every name here is imported from :mod:`dataflow`; the modules of this package are private).
 
 Sources have no upstream. Those with ``shuffle=``/``seed=`` are :class:`RNGDataFlow`\\ s and
 draw one permutation per epoch from ``self.rng`` (so ``seed=`` or :func:`dataflow.set_seed`
@@ -7,20 +8,3 @@ before ``reset_state()`` (except flows over a live iterator or queue, which belo
 process that made them), then call ``reset_state()`` in the process that iterates.
 Random-access sources (:class:`~._indexed.IndexedSource`) checkpoint and shard by index.
 """
-
-from ._indexed import IndexedSource
-from .fake import FakeData
-from .iterables import DataFromGenerator, DataFromIterable, DataFromQueue
-from .memory import DataFromArrays, DataFromList
-from .text import TextLineData
-
-__all__ = [
-    "DataFromArrays",
-    "DataFromGenerator",
-    "DataFromIterable",
-    "DataFromList",
-    "DataFromQueue",
-    "FakeData",
-    "IndexedSource",
-    "TextLineData",
-]

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
+from .._errors import StateError
 from .._fluent import T_co
 from .._state_fields import exhausted, field, int_field, plain_rng_state, position
 from ..base import RNGDataFlow
-from ..errors import StateError
 from ._order import Level, ShardSpec, epoch_order, shard_length
 
 __all__ = ["IndexedSource", "cursor"]

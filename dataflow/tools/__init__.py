@@ -4,11 +4,11 @@ tensorpack's names, are imported from :mod:`dataflow`; ``df.speed_test()`` and
 ``python -m dataflow bench`` are the usual ways in.)
 """
 
-from .printing import describe_datapoint
-from .profiling import ProfileResult, StageTiming, profile
-from .speed import SpeedResult
-from .tracing import TraceSession, trace
-from .tuning import TuneResult, tune
+from ._printing import describe_datapoint
+from ._profiling import ProfileResult, StageTiming, profile
+from ._speed import SpeedResult
+from ._tracing import TraceSession, trace
+from ._tuning import TuneResult, tune
 
 __all__ = [
     "ProfileResult",

@@ -1,5 +1,5 @@
 """The in-process chain of a flow and the timing proxies put under its stages (shared by
-:func:`~dataflow.tools.profiling.profile` and :func:`~dataflow.tools.tracing.trace`)."""
+:func:`~dataflow.tools._profiling.profile` and :func:`~dataflow.tools._tracing.trace`)."""
 
 from __future__ import annotations
 

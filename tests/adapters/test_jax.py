@@ -11,10 +11,10 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
+from dataflow import DataFromList  # noqa: E402
 from dataflow.adapters import _jax_place  # noqa: E402
 from dataflow.adapters.jax import prefetch_to_device  # noqa: E402
-from dataflow.ops.batch import BatchData  # noqa: E402
-from dataflow.sources import DataFromList  # noqa: E402
+from dataflow.ops._batch import BatchData  # noqa: E402
 from tests.helpers import ListFlow  # noqa: E402
 
 from ._util import (  # noqa: E402

@@ -34,7 +34,8 @@ def test_missing_ray_is_an_import_error_naming_the_extra() -> None:
         import sys
         sys.modules["ray"] = None  # as if Ray were not installed
         import dataflow
-        df = dataflow.RayMapData(dataflow.DataFromList([[1]]), 2, lambda dp: dp)
+        import dataflow.on_ray
+        df = dataflow.on_ray.RayMapData(dataflow.DataFromList([[1]]), 2, lambda dp: dp)
         try:
             df.reset_state()
         except ImportError as e:

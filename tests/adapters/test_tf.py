@@ -15,6 +15,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
+from dataflow._errors import WorkerError  # noqa: E402
 from dataflow.adapters.tf import (  # noqa: E402
     BatchQueueInput,
     DummyConstantInput,
@@ -25,7 +26,6 @@ from dataflow.adapters.tf import (  # noqa: E402
     infer_signature,
     stage_to_device,
 )
-from dataflow.errors import WorkerError  # noqa: E402
 from tests.helpers import ListFlow  # noqa: E402
 
 from ._util import (  # noqa: E402
@@ -294,7 +294,7 @@ def _tcp_addr() -> str:
 
 
 def _send_in_thread(items: list[Any], addr: str) -> threading.Thread:
-    from dataflow.parallel.remote import send_dataflow_zmq
+    from dataflow.parallel._remote import send_dataflow_zmq
 
     thread = threading.Thread(
         target=send_dataflow_zmq, args=(ListFlow(items), addr), kwargs={"progress": False}

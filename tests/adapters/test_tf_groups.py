@@ -17,12 +17,12 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
+from dataflow import DataFromList  # noqa: E402
 from dataflow.adapters import _tf_fill, _tf_groups  # noqa: E402
 from dataflow.adapters.tf import dataflow_to_dataset, infer_signature  # noqa: E402
 from dataflow.base import DataFlow  # noqa: E402
-from dataflow.ops.batch import BatchData  # noqa: E402
-from dataflow.ops.padded_batch import PaddedBatchData  # noqa: E402
-from dataflow.sources import DataFromList  # noqa: E402
+from dataflow.ops._batch import BatchData  # noqa: E402
+from dataflow.ops._padded_batch import PaddedBatchData  # noqa: E402
 from tests.helpers import ListFlow  # noqa: E402
 
 from ._util import FailingFlow  # noqa: E402

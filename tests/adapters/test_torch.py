@@ -13,10 +13,10 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.data import DataLoader  # noqa: E402
 
+from dataflow import DataFromList  # noqa: E402
+from dataflow._errors import LengthUnknownError  # noqa: E402
 from dataflow.adapters.torch import DataFlowDataset, DevicePrefetcher, to_tensors, to_torch  # noqa: E402
 from dataflow.base import DataFlow  # noqa: E402
-from dataflow.errors import LengthUnknownError  # noqa: E402
-from dataflow.sources import DataFromList  # noqa: E402
 from tests.helpers import ListFlow  # noqa: E402
 
 from ._util import CountingIterable, FailingFlow, documented_example_tests, final_losses  # noqa: E402
@@ -203,7 +203,7 @@ def test_dataloader_collates_batches_from_workers() -> None:
 def test_over_a_process_runner_tensors_view_the_received_arrays() -> None:
     """dataflow's parallelism with num_workers=0, the recommended set-up: large arrays arrive
     as writable views of shared memory, and the tensors share them (no copy, no warning)."""
-    from dataflow.parallel.runners import MultiProcessRunnerZMQ
+    from dataflow.parallel._runners import MultiProcessRunnerZMQ
 
     items = [[np.full((64, 64), i, dtype=np.float32), i] for i in range(6)]  # 16 KiB: shm path
     with MultiProcessRunnerZMQ(ListFlow(items), num_proc=1, start_method=MP_CONTEXT) as runner:

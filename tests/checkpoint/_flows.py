@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 import dataflow as D
-from dataflow import seeding
+from dataflow import _seeding as seeding
 
 __all__ = ["EXCLUDED", "FLOWS", "Flow", "tag_thread", "tag_worker", "write_files"]
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from dataflow import DataFlow, codec, seeding
+from dataflow import DataFlow, codec
+from dataflow import _seeding as seeding
 
 __all__ = [
     "Position",

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
-from dataflow import codec, seeding
+from dataflow import _seeding as seeding
+from dataflow import codec
 from tests.checkpoint._harness import Position, advance, cut_and_save, positions, run_epochs
 from tests.checkpoint._spec_pipelines import build, specs
 

@@ -9,7 +9,7 @@ import sys
 
 
 def _reader(kind: str, path: str):  # type: ignore[no-untyped-def]
-    from dataflow.formats import HDF5Data, LMDBData, LMDBSerializer, NumpySerializer, TFRecordData
+    from dataflow import HDF5Data, LMDBData, LMDBSerializer, NumpySerializer, TFRecordData
 
     return {
         "lmdb": lambda: LMDBSerializer.load(path, shuffle=False),

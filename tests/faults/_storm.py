@@ -2,7 +2,7 @@
 process SIGINTs at random moments, and checks every epoch that completes.
 
 The contract (docs/failure_semantics.rst, "Ctrl-C"): after a ``KeyboardInterrupt`` the next
-``iter()`` either gives an intact epoch or raises :class:`~dataflow.errors.DataFlowNotReset`
+``iter()`` either gives an intact epoch or raises :class:`~dataflow.DataFlowNotReset`
 telling to call ``reset_state()``; after ``reset_state()`` (retried here until no SIGINT cuts
 it) epochs are intact again.
 
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 import dataflow as D
-from dataflow.errors import DataFlowNotReset
+from dataflow import DataFlowNotReset
 from tests._leaks import leaks, snapshot
 from tests.parallel import _util as u
 

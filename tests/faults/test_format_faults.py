@@ -19,8 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataflow.formats import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
-from dataflow.sources import DataFromList
+from dataflow import DataFromList, HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 60

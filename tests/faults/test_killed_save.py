@@ -17,15 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataflow.formats import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
-from dataflow.sources import DataFromList
+from dataflow import DataFromList, HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
 
 ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import sys, time, numpy as np
-from dataflow.formats import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
-from dataflow.sources import DataFromList
+from dataflow import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
+from dataflow import DataFromList
 kind, path, flag = sys.argv[1:4]
 def slow(dp):
     if dp[1] == 5:

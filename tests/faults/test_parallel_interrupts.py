@@ -106,7 +106,7 @@ def test_signals_during_close_leak_no_fd() -> None:
 _RUNNER_AFTER_INTERRUPT = """
 import os, signal, tempfile, threading, time
 import dataflow as D
-from dataflow.errors import DataFlowNotReset
+from dataflow import DataFlowNotReset
 from tests._leaks import leaks, pid_alive, snapshot, wait_until
 from tests.parallel import _util as u
 

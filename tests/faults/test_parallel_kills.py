@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 import dataflow as D
-from dataflow.errors import WorkerDied
+from dataflow import WorkerDied
 from tests._leaks import assert_no_leaks, our_shm, pid_alive, snapshot, wait_until
 from tests.parallel import _probes as p
 from tests.parallel import _util as u

@@ -14,7 +14,7 @@ import pytest
 import zmq
 
 from dataflow import codec
-from dataflow.parallel.remote import RemoteDataZMQ
+from dataflow.parallel._remote import RemoteDataZMQ
 from tests._leaks import assert_no_leaks, snapshot
 from tests.parallel.test_remote import raw_push, tcp_addr
 

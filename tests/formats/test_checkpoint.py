@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 import dataflow as D
-from dataflow.errors import StateError
-from dataflow.formats import (
+from dataflow import (
     CaffeLMDB,
     HDF5Data,
     HDF5Serializer,
@@ -26,10 +25,11 @@ from dataflow.formats import (
     LMDBDataDecoder,
     LMDBSerializer,
     NumpySerializer,
+    StateError,
     TFRecordData,
     TFRecordSerializer,
-    tfrecord,
 )
+from dataflow.formats import _tfrecord as tfrecord
 from tests.checkpoint._harness import canon, check_resume
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "tensorpack_migration"))

@@ -10,8 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from dataflow.formats import FormatError, HDF5Data, HDF5Serializer
-from dataflow.sources import DataFromGenerator, DataFromList
+from dataflow import DataFromGenerator, DataFromList, FormatError, HDF5Data, HDF5Serializer
 
 from ._util import FailingFlow
 

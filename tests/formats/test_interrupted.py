@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from dataflow.formats import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
-from dataflow.sources import DataFromList
+from dataflow import DataFromList, HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
 
 from ._util import FailingFlow, leftovers
 

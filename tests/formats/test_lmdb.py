@@ -10,11 +10,16 @@ import lmdb
 import numpy as np
 import pytest
 
-from dataflow import codec
-from dataflow.errors import DataFlowNotReset
-from dataflow.formats import FormatError, LMDBData, LMDBDataDecoder, LMDBSerializer
+from dataflow import (
+    DataFlowNotReset,
+    DataFromList,
+    FormatError,
+    LMDBData,
+    LMDBDataDecoder,
+    LMDBSerializer,
+    codec,
+)
 from dataflow.formats._lmdb_layout import META_KEY
-from dataflow.sources import DataFromList
 
 from ._util import FailingFlow
 
@@ -149,7 +154,7 @@ def test_flows_over_one_database_share_it_and_are_reentrant(tmp_path: Path) -> N
 
 
 def test_workers_open_their_own_environment(tmp_path: Path) -> None:
-    from dataflow.parallel.runners import MultiProcessRunnerZMQ
+    from dataflow.parallel._runners import MultiProcessRunnerZMQ
 
     path = _save(tmp_path, 50)
     df = LMDBSerializer.load(path, shuffle=True)

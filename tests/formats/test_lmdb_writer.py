@@ -12,9 +12,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataflow import codec
+from dataflow import LMDBSerializer, codec
 from dataflow.base import DataFlow
-from dataflow.formats import LMDBSerializer
 from dataflow.formats._lmdb_env import BatchWriter
 
 

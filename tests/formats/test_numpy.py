@@ -7,9 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataflow import codec
-from dataflow.formats import FormatError, NumpySerializer
-from dataflow.sources import DataFromList
+from dataflow import DataFromList, FormatError, NumpySerializer, codec
 
 
 def _save(tmp_path: Path, n: int = 10, **kwargs) -> Path:

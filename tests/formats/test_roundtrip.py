@@ -8,9 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dataflow.errors import LengthUnknownError
-from dataflow.formats import LMDBSerializer, NumpySerializer, TFRecordSerializer
-from dataflow.sources import DataFromGenerator, DataFromList
+from dataflow import (
+    DataFromGenerator,
+    DataFromList,
+    LengthUnknownError,
+    LMDBSerializer,
+    NumpySerializer,
+    TFRecordSerializer,
+)
 
 from ._util import assert_same, first_int, rich_datapoints
 

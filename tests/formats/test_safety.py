@@ -15,9 +15,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from dataflow.formats import FormatError, NumpySerializer, TFRecordSerializer
-from dataflow.formats.tfrecord import frame
-from dataflow.sources import DataFromList
+from dataflow import DataFromList, FormatError, NumpySerializer, TFRecordSerializer
+from dataflow.formats._tfrecord import frame
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,7 +67,7 @@ def test_hostile_record_is_not_unpickled_after_msgpack_numpy_patch(tmp_path: Pat
     script = (
         "import sys, msgpack_numpy\n"
         "msgpack_numpy.patch()  # what `import tensorpack` does\n"
-        "from dataflow.formats import TFRecordSerializer\n"
+        "from dataflow import TFRecordSerializer\n"
         "df = TFRecordSerializer.load(sys.argv[1])\n"
         "df.reset_state()\n"
         "print(type(list(df)[0]).__name__)\n"
@@ -106,8 +105,8 @@ def test_file_saved_after_msgpack_numpy_patch_keeps_our_format(tmp_path: Path) -
     script = (
         "import sys, numpy as np, msgpack_numpy\n"
         "msgpack_numpy.patch()  # what `import tensorpack` does\n"
-        "from dataflow.formats import TFRecordSerializer\n"
-        "from dataflow.sources import DataFromList\n"
+        "from dataflow import TFRecordSerializer\n"
+        "from dataflow import DataFromList\n"
         "TFRecordSerializer.save(DataFromList([[np.arange(3.0), (1, 2)]]), sys.argv[1])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dataflow import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
 from dataflow.base import DataFlow
-from dataflow.formats import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
 
 
 class SeededFakeDataFlow(DataFlow):

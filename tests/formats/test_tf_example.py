@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dataflow import codec
-from dataflow.formats import TFRecordData
-from dataflow.formats import tf_example as tfe
-from dataflow.formats.tfrecord import frame, write_index
+from dataflow import TFRecordData, codec
+from dataflow.formats import _tf_example as tfe
+from dataflow.formats._tfrecord import frame, write_index
 
 HAS_TF = importlib.util.find_spec("tensorflow") is not None
 needs_tf = pytest.mark.skipif(

@@ -17,12 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dataflow import codec
-from dataflow.errors import LengthUnknownError
-from dataflow.formats import FormatError, TFRecordData, TFRecordSerializer
+from dataflow import DataFromList, FormatError, LengthUnknownError, TFRecordData, TFRecordSerializer, codec
 from dataflow.formats._crc32c import crc32c, crc32c_parts, crc32c_python, masked_crc32c
-from dataflow.formats.tfrecord import HEADER_MAGIC, frame, read_index, read_records, write_index
-from dataflow.sources import DataFromList
+from dataflow.formats._tfrecord import HEADER_MAGIC, frame, read_index, read_records, write_index
 
 
 def _save(tmp_path: Path, n: int = 10) -> Path:

@@ -247,7 +247,7 @@ def test_caffe_lmdb_decodes_datums(tmp_path: Path) -> None:
 
 
 def test_caffe_datum_negative_label_and_float_data() -> None:
-    from dataflow.formats.caffe_lmdb import decode_datum
+    from dataflow.formats._caffe_lmdb import decode_datum
 
     img, label = decode_datum(synthetic.datum(np.arange(6, dtype=np.uint8).reshape(1, 2, 3), -3))
     assert label == -3 and img.shape == (2, 3, 1)

@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 import zmq
 
-from dataflow import FormatError, RemoteDataZMQ
-from dataflow.formats import HDF5Serializer, LMDBData, LMDBSerializer, NumpySerializer
-from dataflow.formats.tensorpack_decode import loads_tensorpack
+from dataflow import FormatError, HDF5Serializer, LMDBData, LMDBSerializer, NumpySerializer, RemoteDataZMQ
+from dataflow.formats._tensorpack_decode import loads_tensorpack
 from tests.checkpoint._harness import canon, check_resume
 
 

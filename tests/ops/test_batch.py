@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dataflow.errors import ComponentError, LengthUnknownError
-from dataflow.ops.batch import BatchData, BatchDataByShape
+from dataflow import ComponentError, LengthUnknownError
+from dataflow.ops._batch import BatchData, BatchDataByShape
 from tests.helpers import ListFlow, epochs
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dataflow.errors import DataFlowReentrantError, LengthUnknownError
-from dataflow.ops.cache import CacheData
-from dataflow.ops.map import MapData
+from dataflow import DataFlowReentrantError, LengthUnknownError
+from dataflow.ops._cache import CacheData
+from dataflow.ops._map import MapData
 from tests.helpers import ListFlow, collect, epochs
 
 

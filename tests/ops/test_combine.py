@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from dataflow.errors import ComponentError, DataFlowNotReset, LengthUnknownError
-from dataflow.ops.combine import ConcatData, JoinData, RandomChooseData, RandomMixData
+from dataflow import ComponentError, DataFlowNotReset, LengthUnknownError
+from dataflow.ops._combine import ConcatData, JoinData, RandomChooseData, RandomMixData
 from tests.helpers import ListFlow, epochs
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from dataflow import LengthUnknownError
 from dataflow.base import DataFlow
-from dataflow.errors import LengthUnknownError
-from dataflow.ops.interleave import InterleaveData
+from dataflow.ops._interleave import InterleaveData
 from tests.helpers import ListFlow, collect, epochs
 
 

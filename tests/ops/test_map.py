@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from dataflow.errors import ComponentError, LengthUnknownError
-from dataflow.ops.map import FilterData, MapData, MapDataComponent, SelectComponent
+from dataflow import ComponentError, LengthUnknownError
+from dataflow.ops._map import FilterData, MapData, MapDataComponent, SelectComponent
 from tests.helpers import ListFlow, collect, epochs
 
 # --- MapData -------------------------------------------------------------------------------

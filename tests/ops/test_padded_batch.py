@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dataflow.errors import ComponentError
-from dataflow.ops.padded_batch import PaddedBatchData
+from dataflow import ComponentError
+from dataflow.ops._padded_batch import PaddedBatchData
 from tests.helpers import ListFlow, epochs
 
 

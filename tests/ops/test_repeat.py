@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from dataflow import DataFlowReentrantError, LengthUnknownError
 from dataflow.base import DataFlow
-from dataflow.errors import DataFlowReentrantError, LengthUnknownError
-from dataflow.ops.repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
+from dataflow.ops._repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from tests.helpers import ListFlow, collect, epochs
 
 

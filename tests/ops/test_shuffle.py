@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from dataflow.errors import DataFlowNotReset, LengthUnknownError
-from dataflow.ops.shuffle import LocallyShuffleData
-from dataflow.seeding import set_seed
+from dataflow import DataFlowNotReset, LengthUnknownError
+from dataflow._seeding import set_seed
+from dataflow.ops._shuffle import LocallyShuffleData
 from tests.helpers import ListFlow, epochs
 
 

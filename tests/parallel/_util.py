@@ -323,7 +323,7 @@ class ThreadMapInside(DataFlow):
         return self.n
 
     def reset_state(self) -> None:
-        from dataflow.parallel.threads import MultiThreadMapData
+        from dataflow.parallel._threads import MultiThreadMapData
 
         self.inner = MultiThreadMapData(Range(self.n), 2, double, strict=True, ordered=True)
         self.inner.reset_state()
@@ -354,8 +354,8 @@ def make_sleepy() -> DataFlow:
 
 def make_map(kind: str, ds: DataFlow, func: Callable[[Any], Any], **kwargs: Any) -> DataFlow:
     """A parallel map of 2 workers: ``kind`` is ``"proc"`` or ``"thread"``."""
-    from dataflow.parallel.maps import MultiProcessMapDataZMQ
-    from dataflow.parallel.threads import MultiThreadMapData
+    from dataflow.parallel._maps import MultiProcessMapDataZMQ
+    from dataflow.parallel._threads import MultiThreadMapData
 
     if kind == "proc":
         return MultiProcessMapDataZMQ(ds, 2, func, **kwargs)

@@ -13,7 +13,7 @@ import pytest
 
 import dataflow as D
 from dataflow.parallel._map_base import TASK_SECONDS
-from dataflow.parallel.maps import WORKER_BYTES, available_cores, memory_bound_workers
+from dataflow.parallel._maps import WORKER_BYTES, available_cores, memory_bound_workers
 from tests.checkpoint._harness import check_resume
 
 pytestmark = pytest.mark.timeout(240)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dataflow as D
-from dataflow import seeding
+from dataflow import _seeding as seeding
 from tests.checkpoint._harness import check_resume
 
 pytestmark = pytest.mark.timeout(240)

@@ -9,11 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
+from dataflow import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ, WorkerDied
 from dataflow.base import DataFlow
-from dataflow.errors import WorkerDied
-from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
-from dataflow.parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
+from dataflow.parallel._runners import MultiProcessRunner, MultiProcessRunnerZMQ
+from dataflow.parallel._threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
 from tests._leaks import assert_no_leaks, pid_alive, snapshot, wait_until
 from tests.helpers import ListFlow
 from tests.parallel import _util as u

@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-from dataflow.errors import WorkerDied, WorkerError
-from dataflow.parallel.maps import MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
-from dataflow.parallel.threads import MultiThreadMapData
+from dataflow import WorkerDied, WorkerError
+from dataflow.parallel._maps import MultiProcessMapDataZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
+from dataflow.parallel._threads import MultiThreadMapData
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(60)

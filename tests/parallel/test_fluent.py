@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from dataflow.parallel.maps import MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
-from dataflow.parallel.threads import MultiThreadMapData, ThreadPrefetchData
-from dataflow.sources import DataFromList
+from dataflow import DataFromList
+from dataflow.parallel._maps import MultiProcessMapDataZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
+from dataflow.parallel._threads import MultiThreadMapData, ThreadPrefetchData
 from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(60)

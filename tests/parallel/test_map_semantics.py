@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from dataflow.errors import DataFlowNotReset, DataFlowReentrantError, WorkerError
+from dataflow import DataFlowNotReset, DataFlowReentrantError, WorkerError
 from tests.helpers import ListFlow
 from tests.parallel import _util as u
 

@@ -10,14 +10,14 @@ import time
 import numpy as np
 import pytest
 
-from dataflow.errors import WorkerDied
-from dataflow.ops.batch import BatchData
-from dataflow.ops.map import MapData
-from dataflow.parallel.maps import (
+from dataflow import (
     MultiProcessMapAndBatchDataZMQ,
     MultiProcessMapData,
     MultiProcessMapDataZMQ,
+    WorkerDied,
 )
+from dataflow.ops._batch import BatchData
+from dataflow.ops._map import MapData
 from tests.helpers import ListFlow
 from tests.parallel import _util as u
 

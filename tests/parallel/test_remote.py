@@ -22,11 +22,10 @@ import numpy as np
 import pytest
 import zmq
 
+from dataflow import DataFlowNotReset, DataFlowReentrantError, DataFromList, LengthUnknownError
 from dataflow.base import DataFlow
 from dataflow.codec import CodecError, dumps_frames
-from dataflow.errors import DataFlowNotReset, DataFlowReentrantError, LengthUnknownError
-from dataflow.parallel.remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
-from dataflow.sources import DataFromList
+from dataflow.parallel._remote import RemoteDataZMQ, generate_curve_keypair, send_dataflow_zmq
 from tests.helpers import ListFlow
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import zmq
 
-from dataflow import codec
+from dataflow import DataFromList, codec
 from dataflow.parallel import _remote_send
-from dataflow.parallel.remote import RemoteDataZMQ
-from dataflow.sources import DataFromList
+from dataflow.parallel._remote import RemoteDataZMQ
 from tests.parallel.test_remote import (
     RECV_TIMEOUT,
     SenderThread,

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from dataflow.errors import DataFlowNotReset, DataFlowReentrantError, WorkerDied
-from dataflow.parallel.runners import MultiProcessRunner, MultiProcessRunnerZMQ
+from dataflow import DataFlowNotReset, DataFlowReentrantError, WorkerDied
+from dataflow.parallel._runners import MultiProcessRunner, MultiProcessRunnerZMQ
 from tests._leaks import pid_alive, wait_until
 from tests.helpers import ListFlow
 from tests.parallel import _util as u

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.timeout(60)
 
 _WORKLOAD = """
 import threading, time
-from dataflow.parallel.maps import MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
+from dataflow.parallel._maps import MultiProcessMapDataZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
 from tests.parallel import _util as u
 
 def make():
@@ -137,9 +137,9 @@ def test_ctrl_c_caught_then_with_block_closes(kind: str) -> None:
     code = textwrap.dedent(
         f"""
         import threading
-        from dataflow.parallel.maps import MultiProcessMapDataZMQ
-        from dataflow.parallel.runners import MultiProcessRunnerZMQ
-        from dataflow.parallel.threads import MultiThreadMapData
+        from dataflow.parallel._maps import MultiProcessMapDataZMQ
+        from dataflow.parallel._runners import MultiProcessRunnerZMQ
+        from dataflow.parallel._threads import MultiThreadMapData
         from tests._leaks import live_children, wait_until
         from tests.parallel import _util as u
 
@@ -187,8 +187,8 @@ def test_every_ctrl_c_reaches_the_consumer(kind: str) -> None:
     code = textwrap.dedent(
         f"""
         import os, signal, threading, time
-        from dataflow.parallel.maps import MultiProcessMapDataZMQ
-        from dataflow.parallel.runners import MultiProcessRunnerZMQ
+        from dataflow.parallel._maps import MultiProcessMapDataZMQ
+        from dataflow.parallel._runners import MultiProcessRunnerZMQ
         from tests.parallel import _util as u
 
         def make():

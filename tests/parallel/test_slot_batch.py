@@ -11,11 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dataflow.errors import ComponentError
+from dataflow import ComponentError, MultiProcessMapAndBatchDataZMQ
 from dataflow.ops._stack import collate
 from dataflow.parallel import _shm
 from dataflow.parallel._slot_batch import ring_stacker
-from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ
 from tests._leaks import our_shm
 from tests.parallel._util import Range
 from tests.parallel.test_shm_ring import Channel, views_shm

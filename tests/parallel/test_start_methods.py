@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
+from dataflow import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
 from tests._leaks import live_children, pid_alive, wait_until
 from tests.parallel import _util as u
 

@@ -1,5 +1,5 @@
 """Task placement while a process map's workers start (``MultiProcessMapDataZMQ._choose``,
-``_rebalance``, ``_now_ready``; see the module docstring of ``dataflow.parallel.maps``)."""
+``_rebalance``, ``_now_ready``; see the module docstring of ``dataflow.parallel._maps``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataflow import DataFromList, MultiProcessMapDataZMQ
-from dataflow.parallel.maps import LAZY_BUDGET_S
+from dataflow.parallel._maps import LAZY_BUDGET_S
 
 from . import _util as u
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from dataflow.errors import DataFlowNotReset, DataFlowReentrantError
-from dataflow.parallel.threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
+from dataflow import DataFlowNotReset, DataFlowReentrantError
+from dataflow.parallel._threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
 from tests._leaks import wait_until
 from tests.helpers import ListFlow
 from tests.parallel import _util as u

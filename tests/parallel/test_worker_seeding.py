@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from dataflow import seeding
-from dataflow.parallel.maps import MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
+from dataflow import _seeding as seeding
+from dataflow.parallel._maps import MultiProcessMapDataZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
 from tests.helpers import ListFlow
 from tests.parallel import _probes as p
 from tests.parallel import _util as u

@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dataflow import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ, WorkerDied
 from dataflow.base import DataFlow
-from dataflow.errors import WorkerDied
 from dataflow.parallel import _pool, _shm
-from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ, MultiProcessMapDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
 from tests._leaks import assert_no_leaks, our_shm, pid_alive, snapshot, wait_until
 from tests.parallel._util import Range, leaves
 
@@ -386,8 +385,8 @@ def test_worker_killed_raises_worker_died_and_close_leaves_nothing(which: str) -
 PARENT_SCRIPT = """
 import os, numpy as np
 from dataflow.base import DataFlow
-from dataflow.parallel.maps import MultiProcessMapAndBatchDataZMQ
-from dataflow.parallel.runners import MultiProcessRunnerZMQ
+from dataflow import MultiProcessMapAndBatchDataZMQ
+from dataflow.parallel._runners import MultiProcessRunnerZMQ
 
 class Big(DataFlow):
     def __len__(self):

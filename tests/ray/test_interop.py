@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dataflow
+import dataflow.on_ray
 from dataflow import DataFromList
 from dataflow.on_ray import DataFromRay, from_ray, to_ray
 
@@ -20,7 +21,7 @@ def _double_id(row: dict) -> dict:
 
 def test_from_ray_yields_the_rows_every_epoch() -> None:
     ds = ray.data.range(30).map(_double_id)
-    df = dataflow.from_ray(ds)
+    df = dataflow.on_ray.from_ray(ds)
     df.reset_state()
     try:
         epochs = [list(df) for _ in range(2)]

@@ -10,8 +10,7 @@ import numpy as np
 import psutil
 import pytest
 
-from dataflow import DataFromGenerator, DataFromList, MapData, MultiThreadMapData
-from dataflow.errors import WorkerDied
+from dataflow import DataFromGenerator, DataFromList, MapData, MultiThreadMapData, WorkerDied
 from dataflow.on_ray import RayMapData, RayRunner
 
 from . import _funcs

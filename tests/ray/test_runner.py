@@ -9,8 +9,7 @@ import time
 import psutil
 import pytest
 
-from dataflow import DataFromList, MapData
-from dataflow.errors import WorkerDied
+from dataflow import DataFromList, MapData, WorkerDied
 from dataflow.on_ray import RayRunner
 
 from . import _funcs

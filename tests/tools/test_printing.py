@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from dataflow.tools.printing import PrintData, describe_datapoint
+from dataflow.tools._printing import PrintData, describe_datapoint
 from tests.helpers import ListFlow
 
 

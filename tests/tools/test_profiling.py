@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from dataflow.base import DataFlow
-from dataflow.ops.batch import BatchData
-from dataflow.ops.combine import ConcatData
-from dataflow.ops.map import MapData
-from dataflow.tools.profiling import ProfileResult, StageTiming, profile
+from dataflow.ops._batch import BatchData
+from dataflow.ops._combine import ConcatData
+from dataflow.ops._map import MapData
+from dataflow.tools._profiling import ProfileResult, StageTiming, profile
 from tests.helpers import ListFlow
 
 

@@ -12,11 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dataflow import DataFromList
-from dataflow.formats import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
-from dataflow.parallel.remote import RemoteDataZMQ, send_dataflow_zmq
-from dataflow.tools.profiling import profile
-from dataflow.tools.speed import TestDataSpeed
+from dataflow import DataFromList, HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
+from dataflow.parallel._remote import RemoteDataZMQ, send_dataflow_zmq
+from dataflow.tools._profiling import profile
+from dataflow.tools._speed import TestDataSpeed
 
 
 def _flow() -> DataFromList[list[Any]]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dataflow.base import DataFlow, ReentrancyGuard
-from dataflow.tools.speed import SpeedResult, TestDataSpeed
+from dataflow.tools._speed import SpeedResult, TestDataSpeed
 from tests.helpers import ListFlow
 
 

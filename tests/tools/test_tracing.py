@@ -17,8 +17,8 @@ import pytest
 import dataflow as D
 from dataflow import _trace
 from dataflow.__main__ import main
-from dataflow.tools.profiling import profile, trace
-from dataflow.tools.tuning import tune
+from dataflow.tools._profiling import profile, trace
+from dataflow.tools._tuning import tune
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -10,7 +10,7 @@ import pytest
 
 import dataflow as D
 from dataflow.__main__ import main
-from dataflow.tools.tuning import configured, tune
+from dataflow.tools._tuning import configured, tune
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -30,9 +30,9 @@ import zmq.utils.z85
 
 from .. import codec
 from .._checks import check_int, check_timeout
+from .._errors import DataFlowNotReset, FormatError, StateUnsupportedError
 from .._warn import warn
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, FormatError, StateUnsupportedError
 from ._interrupts import blocked_signals, deferred_sigint
 from ._messages import recv_parts
 from ._remote_send import _END, _GROUP, _POLL_MS, KeyPair, _check_keypair, send_dataflow_zmq
@@ -66,7 +66,7 @@ class RemoteDataZMQ(DataFlow[Any]):
         allow_pickle: also accept messages from tensorpack's ``send_dataflow_zmq`` (one frame
             per datapoint, pickled by default, or msgpack): only for senders you trust, since
             unpickling runs code named by the data (see
-            :mod:`dataflow.formats.tensorpack_decode`). Without it they count as malformed.
+            :mod:`dataflow.formats._tensorpack_decode`). Without it they count as malformed.
         curve_keypair, curve_authorized_keys: enable CURVE; only senders whose public key is
             in ``curve_authorized_keys`` get through.
         max_message_bytes: larger messages are dropped by ZeroMQ (guards memory).
@@ -207,7 +207,7 @@ class RemoteDataZMQ(DataFlow[Any]):
 
     def _tensorpack(self, frame: Any, ours: codec.CodecError) -> Any:
         """A one-frame message from tensorpack's sender (pickle or msgpack), or ``_SKIPPED``."""
-        from ..formats.tensorpack_decode import loads_tensorpack
+        from ..formats._tensorpack_decode import loads_tensorpack
 
         try:
             return loads_tensorpack(frame, allow_pickle=True, where=f"{type(self).__name__}: {self.addrs}")

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._checks import check_int
 from ..base import DataFlow
-from ..sources.iterables import DataFromGenerator
+from ..sources._iterables import DataFromGenerator
 from ._connect import connected_ray
 
 __all__ = ["DataFromRay", "from_ray", "to_ray"]

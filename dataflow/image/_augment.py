@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import seeding
+from .. import _seeding as seeding
 from .._state import checking_only
 from .._state_fields import field
 from ..base import DataFlow
 from ..imgaug._random import check_tree, load_tree, save_tree, seeding_from, walk
 from ..imgaug.base import AugmentorList, ImageAugmentor, check_dtype
 from ..ops._components import get_component
-from ..ops.map import MapData, MapDataComponent
+from ..ops._map import MapData, MapDataComponent
 
 __all__ = ["AugmentImageComponent", "AugmentImageComponents", "AugmentImageCoordinates"]
 

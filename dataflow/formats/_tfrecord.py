@@ -26,9 +26,9 @@ from itertools import accumulate, chain
 from typing import Any
 
 from .. import codec
+from .._errors import DataFlowNotReset, LengthUnknownError
 from .._state_fields import check_file_count, int_field, offset_field
 from ..base import DataFlow
-from ..errors import DataFlowNotReset, LengthUnknownError
 from ..sources._indexed import IndexedSource, cursor
 from ._common import FormatError, PathType, check_meta, fspath
 from ._tfrecord_io import (
@@ -65,7 +65,7 @@ def _decoder(stage: str, decode: str) -> Callable[[bytes], Any] | None:
     if decode == "codec":
         return codec.loads
     if decode == "example":
-        from .tf_example import example_class, parse_example
+        from ._tf_example import example_class, parse_example
 
         example_class()  # imports protobuf now: a missing extra fails before the first epoch
         return parse_example
@@ -78,15 +78,15 @@ class TFRecordData(DataFlow[Any]):
     ``decode`` says what a datapoint is: ``True`` (or ``"codec"``) decodes each record with
     the safe codec (files written by :meth:`TFRecordSerializer.save`); ``False`` (or
     ``"raw"``) yields the raw record ``bytes``; ``"example"`` parses each record as a
-    ``tf.train.Example`` (written by TensorFlow, or :func:`~dataflow.formats.tf_example.
+    ``tf.train.Example`` (written by TensorFlow, or :func:`~dataflow.formats._tf_example.
     encode_example`) into a dict of 1-D numpy arrays, without TensorFlow (needs
     ``protobuf``: ``pip install "dataflow-ml[tfrecord]"``; see
-    :func:`~dataflow.formats.tf_example.parse_example`).
+    :func:`~dataflow.formats._tf_example.parse_example`).
 
     Order is file order, or with ``shuffle=True`` a new permutation of the records of all
     files each epoch (drawn from ``self.rng``; ``seed=`` makes it reproducible): that needs
     every file's index (``<file>.index``, written by ``save`` or
-    :func:`~dataflow.formats.tfrecord.write_index`) and reads each record at its offset.
+    :meth:`TFRecordSerializer.write_index`) and reads each record at its offset.
     Every record's CRCs are checked unless ``verify_crc=False`` (then only the length CRC);
     a corrupt or truncated file raises :class:`~dataflow.formats.FormatError` naming the file,
     record and byte offset; an undecodable record raises :class:`~dataflow.codec.CodecError`
@@ -180,7 +180,7 @@ class TFRecordData(DataFlow[Any]):
             raise LengthUnknownError(
                 f"{type(self).__name__}: the length of a TFRecord file without an index file is "
                 f"unknown; pass size= if you know it, or write its index once with "
-                f"dataflow.formats.tfrecord.write_index(path)"
+                f"dataflow.TFRecordSerializer.write_index(path)"
             )
         return sum(c for c in counts if c is not None)
 
@@ -266,7 +266,7 @@ class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):
                 raise FormatError(
                     f"{stage}: shuffle=True reads records by their offsets, but {path} has no index "
                     f"file {index_path(path)}; write it once with "
-                    f"dataflow.formats.tfrecord.write_index({path!r}), or read in file order"
+                    f"dataflow.TFRecordSerializer.write_index({path!r}), or read in file order"
                 )
             offsets.append(found.tolist())
         self._starts = list(accumulate((len(o) for o in offsets), initial=0))
@@ -319,7 +319,13 @@ class TFRecordSerializer:
 
         TFRecordSerializer.save(df, "train.tfrecord")      # + train.tfrecord.index
         df = TFRecordSerializer.load("train.tfrecord")     # len is known from the index
+
+    ``TFRecordSerializer.write_index(path)`` indexes a TFRecord file written by others, and
+    ``TFRecordSerializer.frame(record_bytes)`` frames one record as TFRecord files hold it.
     """
+
+    write_index = staticmethod(write_index)
+    frame = staticmethod(frame)
 
     @staticmethod
     def save(

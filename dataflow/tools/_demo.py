@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from ..base import DataFlow
-from ..ops.batch import BatchData
-from ..ops.map import MapData
-from ..sources import FakeData
+from ..ops._batch import BatchData
+from ..ops._map import MapData
+from ..sources._fake import FakeData
 
 __all__ = ["demo_pipeline", "load_pipeline"]
 

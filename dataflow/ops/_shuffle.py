@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_int
+from .._errors import StateError
 from .._state_fields import decode_items, encode_items, field, int_field, position
 from ..base import DataFlow, ProxyDataFlow, RNGDataFlow
-from ..errors import StateError
 
 __all__ = ["LocallyShuffleData"]
 

@@ -1,6 +1,6 @@
 """Thread-based parallelism: :class:`MultiThreadMapData` (and, re-exported here,
-:class:`~dataflow.parallel.thread_runner.MultiThreadRunner` and
-:class:`~dataflow.parallel.prefetch.ThreadPrefetchData`).
+:class:`~dataflow.parallel._thread_runner.MultiThreadRunner` and
+:class:`~dataflow.parallel._prefetch.ThreadPrefetchData`).
 
 Threads share the process: no pickling, no copies, cheap start — and the GIL, so they help
 when the work releases it (I/O, decoding in C, numpy on large arrays) or to overlap
@@ -26,9 +26,9 @@ from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
 from ._map_worker import apply_map
+from ._prefetch import ThreadPrefetchData
+from ._thread_runner import MultiThreadRunner
 from ._thread_util import POLL_S, get, start_thread, stop_threads
-from .prefetch import ThreadPrefetchData
-from .thread_runner import MultiThreadRunner
 
 __all__ = ["MultiThreadMapData", "MultiThreadRunner", "ThreadPrefetchData"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .._errors import StateError
 from .._state import load_subtree, save_subtree
 from .._state_fields import exhausted, field, plain_rng_state, position
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
-from ..errors import StateError
 
 __all__ = ["CacheData"]
 

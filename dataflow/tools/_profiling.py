@@ -40,8 +40,8 @@ from ._chain import (
     chain_of,
     timed,
 )
-from .speed import format_seconds
-from .tracing import trace
+from ._speed import format_seconds
+from ._tracing import trace
 
 __all__ = ["ProfileResult", "StageTiming", "profile", "trace"]
 
@@ -151,7 +151,7 @@ def profile(
         reset: call ``df.reset_state()`` first (once). Pass ``False`` if it was already reset.
         trace: also write a Chrome trace of the whole run (reset and warmup included) to this
             file: one track per stage and per worker, busy and waiting spans (see
-            :mod:`dataflow.tools.tracing`).
+            :mod:`dataflow.tools._tracing`).
 
     Returns:
         a :class:`ProfileResult`; ``str()`` of it is a table that names the slowest stage.
@@ -161,7 +161,7 @@ def profile(
     chain = chain_of(df)
     if trace is None:
         return _profile(df, chain, size, warmup, progress, reset, timed, _proxy_cost())
-    from .tracing import recording, stage_proxies
+    from ._tracing import recording, stage_proxies
 
     def probe(ds: Any, k: int) -> _TimedUpstream:  # a traced proxy whose events are dropped
         return _TracedUpstream(ds, _trace.Tracer(max_events=0), (0, 0), (0, 0), "probe")

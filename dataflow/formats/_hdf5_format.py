@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import DataFlowNotReset
 from ..base import DataFlow
-from ..errors import DataFlowNotReset
 from ..sources._indexed import IndexedSource
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta, require

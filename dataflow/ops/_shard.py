@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .. import seeding
+from .. import _seeding as seeding
 from .._checks import check_int
+from .._errors import StateError
 from .._state_fields import decode_items, encode_items, field, int_field
 from .._warn import warn
 from ..base import DataFlow, ProxyDataFlow
-from ..errors import StateError
 from ..sources._indexed import IndexedSource
 from ..sources._order import ShardSpec, shard_length
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+from .._errors import FormatError
 from .._msgpack import unpackb as _unpackb
-from ..errors import FormatError
 
 __all__ = ["is_pickle", "loads_tensorpack"]
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._checks import check_int
+from .._errors import LengthUnknownError, StateError
 from .._state_fields import decode_items, encode_items, field
 from ..base import DataFlow, ProxyDataFlow
-from ..errors import LengthUnknownError, StateError
 from ._components import get_component
 from ._stack import StackComponent, collate
 
@@ -44,7 +44,7 @@ class BatchData(ProxyDataFlow):
     - ``str``, ``bytes`` and other objects become lists; ``use_list=True`` keeps every
       component as a list.
 
-    A shape mismatch raises :class:`~dataflow.errors.ComponentError` (a ``ValueError``) naming
+    A shape mismatch raises :class:`~dataflow._errors.ComponentError` (a ``ValueError``) naming
     the component and the shapes seen; dict datapoints with different keys name the keys.
 
     With ``remainder=False`` the last incomplete batch of an epoch is dropped and

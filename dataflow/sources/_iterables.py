@@ -18,13 +18,13 @@ from operator import itemgetter
 from types import GeneratorType
 from typing import Any
 
+from .._errors import DataFlowError, StateUnsupportedError
 from .._fluent import T_co
 from .._state import save_options
 from .._state_fields import exhausted, field, int_field, position
 from .._warn import warn
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowError, StateUnsupportedError
-from .memory import is_int
+from ._memory import is_int
 
 __all__ = ["DataFromGenerator", "DataFromIterable", "DataFromQueue"]
 
@@ -47,11 +47,11 @@ class DataFromIterable(DataFlow[T_co]):
     """Yield ``iter(iterable)`` each epoch, in its order.
 
     ``len`` is ``len(iterable)`` when it has one, else
-    :class:`~dataflow.errors.LengthUnknownError`. Re-iterables (lists, ranges, most
+    :class:`~dataflow._errors.LengthUnknownError`. Re-iterables (lists, ranges, most
     containers) give any number of epochs and are as reentrant as ``iterable`` is; an
     iterator (``iter(x) is x``: generators, open files) gives one epoch, and the next raises
-    :class:`~dataflow.errors.DataFlowError` instead of silently yielding nothing.
-    Checkpoints: see :mod:`dataflow.sources.iterables`.
+    :class:`~dataflow._errors.DataFlowError` instead of silently yielding nothing.
+    Checkpoints: see :mod:`dataflow.sources._iterables`.
     """
 
     _hint = "pass a re-iterable (e.g. a list) or use DataFromGenerator(function)"
@@ -154,10 +154,10 @@ class DataFromGenerator(DataFromIterable[T_co]):
     """Yield the datapoints of ``gen()`` (a fresh call every epoch), or of the iterable ``gen``.
 
     With a callable, any number of epochs, reentrant. With a generator or other iterator
-    object, exactly one epoch: the next one raises :class:`~dataflow.errors.DataFlowError`.
+    object, exactly one epoch: the next one raises :class:`~dataflow._errors.DataFlowError`.
     ``len`` is ``size`` if given (the user's claim, not checked), else
-    :class:`~dataflow.errors.LengthUnknownError`. Order is the generator's. Checkpoints need
-    ``state_dict(allow_fast_forward=True)`` mid-epoch (see :mod:`dataflow.sources.iterables`).
+    :class:`~dataflow._errors.LengthUnknownError`. Order is the generator's. Checkpoints need
+    ``state_dict(allow_fast_forward=True)`` mid-epoch (see :mod:`dataflow.sources._iterables`).
     """
 
     _hint = "pass a generator *function*: DataFromGenerator(make_gen), not make_gen()"
@@ -204,7 +204,7 @@ class DataFromQueue(DataFlow[Any]):
     next epoch reads on from the queue. With ``timeout`` (seconds), waiting longer for one
     item raises :class:`TimeoutError`; without, it waits forever. Not reentrant; ``len`` is
     unknown. Belongs to the process that iterates it (the queue must be shared with it).
-    ``state_dict()`` raises :class:`~dataflow.errors.StateUnsupportedError`: what was taken
+    ``state_dict()`` raises :class:`~dataflow._errors.StateUnsupportedError`: what was taken
     from a queue cannot be taken again.
     """
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import StateError
 from .._state_fields import decode_items, encode_items, field, int_field, position
 from ..base import RNGDataFlow
-from ..errors import StateError
-from .memory import is_int as _is_int
+from ._memory import is_int as _is_int
 
 __all__ = ["FakeData"]
 

@@ -1,7 +1,7 @@
 """A process map that batches in its workers: :class:`MultiProcessMapAndBatchDataZMQ`.
 
 Everything but batching (workers, epochs, ``strict``, checkpoints, ``"auto"``) is
-:class:`~dataflow.parallel.maps.MultiProcessMapDataZMQ`'s; see :mod:`dataflow.parallel.maps`.
+:class:`~dataflow.parallel._maps.MultiProcessMapDataZMQ`'s; see :mod:`dataflow.parallel._maps`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .._checks import check_int
 from ..base import DataFlow
 from ..ops._stack import collate
 from . import _messages as msg
-from .maps import MultiProcessMapDataZMQ
+from ._maps import MultiProcessMapDataZMQ
 
 __all__ = ["MultiProcessMapAndBatchDataZMQ"]
 

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from ..sources.memory import DataFromArrays
+from ..sources._memory import DataFromArrays
 from ._common import FormatError, PathType, fspath
 
 __all__ = ["SVMLightData", "read_svmlight"]

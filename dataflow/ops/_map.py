@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .. import seeding
+from .. import _seeding as seeding
 from .._checks import check_callable
+from .._errors import StateError
 from .._state_fields import field, int_field
 from ..base import DataFlow, ProxyDataFlow
-from ..errors import StateError
 from ._components import component_error, get_component, replace_component
-from .shard import shard_key
+from ._shard import shard_key
 
 __all__ = ["FilterData", "MapData", "MapDataComponent", "SelectComponent"]
 
@@ -32,7 +32,7 @@ class MapData(ProxyDataFlow):
     (e.g. :class:`~dataflow.CacheData`, ``FakeData(random=False)``): return a new one.
 
     With ``item_rng=True``, ``func(dp, rng)`` also gets a :class:`numpy.random.Generator`
-    seeded from ``(seed, epoch, index)`` alone (see :func:`dataflow.seeding.item_rng`): the
+    seeded from ``(seed, epoch, index)`` alone (see :func:`dataflow._seeding.item_rng`): the
     same datapoint gets the same randomness after a resume and in any parallel map at any
     worker count. ``seed=``: as for every flow (else :func:`dataflow.set_seed`, else fresh
     entropy, which the checkpoint keeps). It costs ~9 us per datapoint.
@@ -116,7 +116,7 @@ class MapDataComponent(ProxyDataFlow):
 
     The datapoint is copied (list, tuple or dict, as it came), never modified in place. A
     ``None`` result drops the datapoint, so ``len`` is an upper bound then. A datapoint without
-    that component raises :class:`~dataflow.errors.ComponentError`.
+    that component raises :class:`~dataflow._errors.ComponentError`.
     """
 
     def __init__(self, ds: DataFlow[Any], func: Callable[[Any], Any], index: int | str = 0) -> None:

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ComponentError
 from ..base import DataFlow
-from ..errors import ComponentError
+from ._batch import BatchData
 from ._stack import collate, stack_component
-from .batch import BatchData
 
 __all__ = ["PaddedBatchData"]
 

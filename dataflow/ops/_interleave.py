@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._checks import check_callable, check_int
+from .._errors import LengthUnknownError, StateError
 from .._state import load_subtree, save_subtree
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, close_iterator
-from ..errors import LengthUnknownError, StateError
 
 __all__ = ["InterleaveData"]
 
@@ -61,7 +61,7 @@ class InterleaveData(ProxyDataFlow):
                     f"InterleaveData: func must return a DataFlow or an iterable, got "
                     f"{type(sub).__name__} for element {dp!r}"
                 ) from None
-            from ..sources.iterables import DataFromIterable
+            from ..sources._iterables import DataFromIterable
 
             sub = DataFromIterable(sub)
         sub.reset_state()

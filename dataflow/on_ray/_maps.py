@@ -16,7 +16,7 @@ the inputs not yet delivered, so it resumes on processes, threads or Ray alike.
 Faults: an exception in ``map_func`` is raised here as the same exception type, with the
 actor's traceback as its cause. An actor that dies (its process killed, its node lost) is
 restarted by Ray up to ``max_restarts`` times and the chunks it held are run again, so an
-ordered map loses and duplicates nothing; past that limit :class:`~dataflow.errors.WorkerDied`
+ordered map loses and duplicates nothing; past that limit :class:`~dataflow._errors.WorkerDied`
 says which actor died and why.
 """
 
@@ -28,10 +28,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .. import seeding
+from .. import _seeding as seeding
 from .._checks import check_int
+from .._errors import DataFlowNotReset, WorkerDied
 from ..base import DataFlow
-from ..errors import DataFlowNotReset, WorkerDied
 from ..parallel import _messages as msg
 from ..parallel._map_base import ParallelMapBase, RngKey, TaskId
 from ..parallel._map_worker import apply_map
@@ -86,7 +86,7 @@ class RayMapData(ParallelMapBase):
         ray_remote_args: Ray actor options (``num_cpus``, ``num_gpus``, ``resources``,
             ``scheduling_strategy``, ``runtime_env``, ...) to place the actors.
         max_restarts: how many times Ray restarts a dead actor (its chunks are retried);
-            beyond, :class:`~dataflow.errors.WorkerDied`.
+            beyond, :class:`~dataflow._errors.WorkerDied`.
         copy: ``True`` gives owned, writable arrays; by default arrays of 100 KiB and more
             are read-only views of Ray's object store (zero-copy on receive).
 

@@ -8,9 +8,9 @@ from operator import itemgetter
 from typing import Any
 
 from .._checks import check_int
+from .._errors import LengthUnknownError
 from .._state_fields import decode_items, encode_items, int_field, position
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard, close_iterator
-from ..errors import LengthUnknownError
 
 _second = itemgetter(1)
 
@@ -28,7 +28,7 @@ class RepeatedData(ProxyDataFlow):
     """``num`` upstream epochs as one epoch; ``num=-1`` repeats forever.
 
     ``len == len(ds) * num``; with ``num=-1`` the length is unknown (infinite) and ``len``
-    raises :class:`~dataflow.errors.LengthUnknownError`. An upstream epoch that yields
+    raises :class:`~dataflow._errors.LengthUnknownError`. An upstream epoch that yields
     nothing raises ``ValueError`` instead of spinning forever. Reentrant when the upstream is.
     State: how many upstream epochs of the current one are complete.
     """

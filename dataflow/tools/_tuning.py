@@ -7,7 +7,7 @@ pipeline is built afresh by ``make_flow()``, its :class:`~dataflow.MultiProcessM
 stages (found through the ``.ds`` chain from the top) are rebuilt with that configuration,
 and ``size`` datapoints are timed after ``warmup`` (worker start-up excluded). The result
 lists every candidate's rate, names the best, and holds the per-stage times of the best
-configuration (:func:`~dataflow.tools.profiling.profile`, where the slowest stage is the
+configuration (:func:`~dataflow.tools._profiling.profile`, where the slowest stage is the
 bottleneck; a process map's time includes its workers').
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from .._checks import check_int
 from ..base import DataFlow
-from .profiling import ProfileResult, profile
+from ._profiling import ProfileResult, profile
 
 __all__ = ["TuneResult", "tune"]
 
@@ -60,7 +60,7 @@ class TuneResult:
 def _maps(df: DataFlow[Any]) -> list[tuple[Any, Any]]:
     """``(parent, stage)`` for each exact MultiProcessMapDataZMQ in the ``.ds`` chain (parent
     ``None`` for the top)."""
-    from ..parallel.maps import MultiProcessMapDataZMQ
+    from ..parallel._maps import MultiProcessMapDataZMQ
 
     found: list[tuple[Any, Any]] = []
     parent: Any = None
@@ -121,7 +121,7 @@ def tune(
     """Try the configurations of the module docstring on ``make_flow()``; see
     :class:`TuneResult`. ``make_flow`` is called once per configuration (and once more for
     the profile): it must build a fresh pipeline each time. ``trace``: write a Chrome trace
-    of the best configuration's profile run to this file (see :mod:`dataflow.tools.tracing`)."""
+    of the best configuration's profile run to this file (see :mod:`dataflow.tools._tracing`)."""
     size = check_int("tune", "size", size, 1)
     warmup = check_int("tune", "warmup", warmup, 0)
     _, stages = configured(make_flow, "auto", "auto")

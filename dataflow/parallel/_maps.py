@@ -1,6 +1,6 @@
 """Parallel maps in worker processes: :class:`MultiProcessMapDataZMQ` (alias
 :data:`MultiProcessMapData`); the batching one, :class:`MultiProcessMapAndBatchDataZMQ`, is in
-:mod:`dataflow.parallel.map_and_batch`.
+:mod:`dataflow.parallel._map_and_batch`.
 
 The upstream is read **in the consumer process** (it is reset there, once); datapoints are
 sent to ``num_proc`` workers that apply ``map_func`` and send results back. Each task goes
@@ -8,7 +8,7 @@ to the worker with the fewest tasks in flight, so a slow datapoint never stalls 
 Epochs, ``strict``, ``ordered``, ``item_rng``, chunks and checkpoints are those of every
 parallel map (:mod:`dataflow.parallel._map_base`). ``map_func`` runs in the workers: under
 ``spawn``/``forkserver`` it must be picklable (a module-level function), which is checked
-with a clear error. Workers are seeded apart (see :func:`dataflow.seeding.enter_worker`), so
+with a clear error. Workers are seeded apart (see :func:`dataflow._seeding.enter_worker`), so
 random augmentations drawing from a worker's RNG differ across workers.
 
 **Starting workers.** ``reset_state()`` forks worker 0 and the others later (``ProcessPool``
@@ -50,9 +50,9 @@ import zmq
 
 from .. import _trace
 from .._checks import check_int
+from .._errors import DataFlowNotReset, WorkerError
 from .._warn import warn
 from ..base import DataFlow
-from ..errors import DataFlowNotReset, WorkerError
 from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
@@ -148,7 +148,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     ``len`` is ``len(ds)`` (an upper bound in strict mode when ``map_func`` drops some).
     An exception in ``map_func`` is raised here as the same exception type, with the
     worker's traceback as its cause; a worker that dies raises
-    :class:`~dataflow.errors.WorkerDied`. Not reentrant. Close it or use ``with``.
+    :class:`~dataflow._errors.WorkerDied`. Not reentrant. Close it or use ``with``.
     Checkpoints hold the upstream's state and the inputs not yet delivered, so a strict
     ordered map resumes identically at any ``num_proc``.
     """
@@ -463,13 +463,3 @@ def _not_str(stage: str, name: str, value: Any) -> Any:
 
 #: tensorpack's name for :class:`MultiProcessMapDataZMQ`.
 MultiProcessMapData = MultiProcessMapDataZMQ
-
-
-def __getattr__(name: str) -> Any:
-    """``MultiProcessMapAndBatchDataZMQ`` moved to :mod:`dataflow.parallel.map_and_batch`;
-    importing it from here still works (it is also ``dataflow.MultiProcessMapAndBatchDataZMQ``)."""
-    if name == "MultiProcessMapAndBatchDataZMQ":
-        from .map_and_batch import MultiProcessMapAndBatchDataZMQ
-
-        return MultiProcessMapAndBatchDataZMQ
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

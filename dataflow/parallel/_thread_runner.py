@@ -1,5 +1,5 @@
 """Thread-based :class:`MultiThreadRunner`: ``num_thread`` copies of a flow, each in its own
-thread, merged through one queue (re-exported by :mod:`dataflow.parallel.threads`).
+thread, merged through one queue (re-exported by :mod:`dataflow.parallel._threads`).
 
 Every wait is a poll loop, so a ``timeout=`` is honoured and closing never deadlocks; a
 thread stuck inside user code cannot be interrupted, so ``close()`` waits for it at most one
@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._checks import check_callable, check_int, check_timeout
+from .._errors import DataFlowNotReset, StateError
 from .._state import checking_only
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, StateError
 from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._thread_util import END, Pause, get, put, start_thread, stop_threads

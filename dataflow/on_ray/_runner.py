@@ -2,7 +2,7 @@
 
 Each of ``num_workers`` Ray actors builds its own copy of the flow (from the flow, pickled,
 or from a zero-argument builder called on the worker, for flows that open local files),
-seeded apart (worker *i* is :func:`dataflow.seeding.enter_worker` ``(i,)``; in ``shard``
+seeded apart (worker *i* is :func:`dataflow._seeding.enter_worker` ``(i,)``; in ``shard``
 mode all share one seed instead, so a shuffle before the shard has the same order on every
 worker and the shards partition it), and resets it there. The consumer pulls ``chunk``
 datapoints at a time (fewer when they are large: about ``chunk_bytes`` per pull), keeping
@@ -27,7 +27,7 @@ taken every ``snapshot_every`` pulls) and replays the pulls received since, so i
 exactly where the dead one stood for the consumer; the pulls in flight are sent again. In
 both modes nothing is lost or repeated, if the flow is deterministic from its seed and
 state (else the replay fails with a clear error). Beyond the limit:
-:class:`~dataflow.errors.WorkerDied`. See :mod:`._restart`.
+:class:`~dataflow._errors.WorkerDied`. See :mod:`._restart`.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .. import seeding
+from .. import _seeding as seeding
 from .._checks import check_int, check_timeout
+from .._errors import DataFlowNotReset, LengthUnknownError, StateError
 from .._state import checking_only
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, LengthUnknownError, StateError
 from ..parallel import _messages as msg
 from ..parallel._pool import resolve_shm_bytes
 from ._connect import actor_options, connected_ray
@@ -71,7 +71,7 @@ class RayRunner(DataFlow[Any]):
         ray_remote_args: Ray actor options (``num_cpus``, ``resources``,
             ``scheduling_strategy``, ...) to place the workers.
         max_restarts: how many times a dead worker is replaced (resuming where it stood);
-            beyond, :class:`~dataflow.errors.WorkerDied`.
+            beyond, :class:`~dataflow._errors.WorkerDied`.
         snapshot_every: pulls between two snapshots of a worker's flow state, which bound
             the replay of a replaced worker (``None``: never; it replays from its start).
             Each is a ``state_dict()`` sent to the consumer: raise it when that is large

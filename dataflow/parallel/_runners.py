@@ -34,10 +34,10 @@ from typing import Any
 
 from .. import _trace
 from .._checks import check_int
+from .._errors import DataFlowNotReset, StateError
 from .._state import checking_only
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
-from ..errors import DataFlowNotReset, StateError
 from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._options import WorkerOptions
@@ -64,7 +64,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         copy: ``True`` gives owned arrays instead of views of shared memory.
 
     An exception in a worker is raised here as the same exception type, with the worker's
-    traceback as its cause; a worker that dies raises :class:`~dataflow.errors.WorkerDied`.
+    traceback as its cause; a worker that dies raises :class:`~dataflow._errors.WorkerDied`.
     Not reentrant. Close it (or use ``with``) to stop the workers; they also die with this
     process.
     """

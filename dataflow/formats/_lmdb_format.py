@@ -73,6 +73,6 @@ class LMDBSerializer:
         Databases written by tensorpack's ``LMDBSerializer`` are read too: values in its
         msgpack encoding always (decoded safely), values it pickled (its default) only with
         ``allow_pickle=True``, like :func:`numpy.load` (see
-        :mod:`dataflow.formats.tensorpack_decode`). Other databases are refused with
+        :mod:`dataflow.formats._tensorpack_decode`). Other databases are refused with
         :class:`~dataflow.FormatError` (read those with :class:`LMDBData`)."""
         return SerializedLMDB(path, shuffle=shuffle, seed=seed, allow_pickle=allow_pickle)

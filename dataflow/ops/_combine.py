@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ComponentError, StateError
 from .._state_fields import field, int_field, plain_rng_state, position
 from ..base import DataFlow, RNGDataFlow, _check_upstream
-from ..errors import ComponentError, StateError
 
 __all__ = ["ConcatData", "JoinData", "RandomChooseData", "RandomMixData"]
 
@@ -82,7 +82,7 @@ class JoinData(_MultiUpstream):
     """Zip the flows: datapoint *i* joins the components of datapoint *i* of each flow.
 
     List/tuple datapoints are concatenated into one list; dict datapoints are merged (a key
-    present in two flows raises :class:`~dataflow.errors.ComponentError`). The epoch ends
+    present in two flows raises :class:`~dataflow._errors.ComponentError`). The epoch ends
     when the shortest flow ends, and ``len`` is the shortest length — so flows of different
     lengths lose their tails; give flows of equal length to keep every datapoint. It keeps
     nothing between datapoints: its state is its upstreams'.
