@@ -2,6 +2,7 @@
 
 from . import checkpoint, dataset, imgaug
 from ._errors import (
+    CodecError,
     ComponentError,
     DataFlowError,
     DataFlowNotReset,
@@ -17,7 +18,6 @@ from ._rng import CompatGenerator
 from ._seeding import set_seed
 from ._version import __version__
 from .base import DataFlow, Datapoint, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
-from .codec import CodecError
 from .formats._caffe_lmdb import CaffeLMDB
 from .formats._common import FormatError
 from .formats._hdf5_format import HDF5Data, HDF5Serializer

@@ -46,7 +46,7 @@ from ._codec_encode import (
 )
 from ._codec_encode import _SMALL_INTS as _SMALL_INTS  # re-exported: tests check the cached
 from ._codec_encode import _array_prefix as _array_prefix  # array header through these names
-from ._errors import CodecError
+from ._errors import CodecError as CodecError  # the error users catch as dataflow.CodecError
 from ._msgpack import unpackb as _unpackb
 
 __all__ = [
