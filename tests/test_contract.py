@@ -241,11 +241,15 @@ FACTORIES: dict[str, Case] = {
 
 
 def _exported_dataflow_classes() -> set[str]:
+    """The DataFlow classes of the homes users build flows from: dataflow and dataflow.on_ray."""
+    import dataflow.on_ray
+
     names = set()
-    for name in dataflow.__all__:
-        obj = getattr(dataflow, name)
-        if inspect.isclass(obj) and issubclass(obj, DataFlow):
-            names.add(name)
+    for module in (dataflow, dataflow.on_ray):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isclass(obj) and issubclass(obj, DataFlow):
+                names.add(name)
     return names
 
 

@@ -1,4 +1,4 @@
-"""The CLI ``python -m dataflow bench`` and the pipelines it loads (dataflow/tools/demo.py)."""
+"""The CLI ``python -m dataflow bench`` and the pipelines it loads (dataflow/tools/_demo.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""dataflow/seeding.py: set_seed, seed=, enter_worker, and the SeedSequence derivations they promise."""
+"""dataflow/_seeding.py: set_seed, seed=, enter_worker, and the SeedSequence derivations they promise."""
 
 from __future__ import annotations
 

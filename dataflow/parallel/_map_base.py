@@ -104,6 +104,7 @@ class ParallelMapBase(ProxyDataFlow):
         if isinstance(chunk, str) and chunk != "auto":
             raise ValueError(f'{stage}: chunk must be an int >= 1 or "auto", got {chunk!r}')
         # Datapoints per task: fixed, or (None) tuned by _observe within [1, _chunk_cap].
+        self.chunk: int | str = chunk  # as given (repr); _chunk is the size in use
         self._chunk_fixed = None if chunk == "auto" else check_int(stage, "chunk", chunk)
         self._chunk = self._chunk_fixed or 1  # 1 until a result has measured the map
         self._chunk_cap = max(1, self.buffer_size)  # set again by _start
@@ -432,7 +433,8 @@ class ParallelMapBase(ProxyDataFlow):
         self._prune(unyielded)
         yielded = self._released - unyielded
         released = [seq for seq, _, _ in self._marks if seq in self._ledger]
-        skip = yielded - self._marks[0][1] if self._marks else 0
+        # nothing released yet since a resume: its first task still owes the skip it was loaded with
+        skip = yielded - self._marks[0][1] if self._marks else self._skip
         rest = sorted(seq for seq in self._ledger if seq not in set(released))
         order = sorted(released + rest) if self.ordered else released + rest
         return [self._ledger[seq] for seq in order], max(0, skip)

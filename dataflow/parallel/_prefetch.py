@@ -102,18 +102,20 @@ class ThreadPrefetchData(ProxyDataFlow):
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
         run = self._run
-        if not live or run is None:
+        if not live:
             return {"ahead": None}
-        t, q, _ = run
+        if run is not None:  # the thread runs: pause it and take what it read ahead
+            t, q, _ = run
 
-        def drain() -> None:
-            try:
-                while True:
-                    self._local.append(q.get_nowait())
-            except queue.Empty:
-                pass
+            def drain() -> None:
+                try:
+                    while True:
+                        self._local.append(q.get_nowait())
+                except queue.Empty:
+                    pass
 
-        self._pause.hold([t], drain, stage, self.timeout)  # released in _state_saved
+            self._pause.hold([t], drain, stage, self.timeout)  # released in _state_saved
+        # else the epoch has not pulled its first datapoint: what a resume gave it is still ahead
         ahead = [x for x in self._local if not (type(x) is tuple and len(x) == 2 and x[0] is END)]
         return {"ahead": encode_items(stage, ahead, "datapoints read ahead") if ahead else None}
 
@@ -123,6 +125,5 @@ class ThreadPrefetchData(ProxyDataFlow):
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
         field(stage, state, "ahead", (bytes, type(None)))
-        self.__dict__.pop("_resume", None)
         if live and state["ahead"] is not None:
             self._resume = decode_items(stage, state, "ahead")

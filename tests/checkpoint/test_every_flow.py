@@ -44,10 +44,14 @@ _SOME = settings(max_examples=8, **_QUIET)
 
 
 def _exported_dataflow_classes() -> set[str]:
+    """The DataFlow classes of the homes users build flows from: dataflow and dataflow.on_ray."""
+    import dataflow.on_ray
+
     return {
         name
-        for name in D.__all__
-        if inspect.isclass(obj := getattr(D, name)) and issubclass(obj, D.DataFlow)
+        for module in (D, dataflow.on_ray)
+        for name in module.__all__
+        if inspect.isclass(obj := getattr(module, name)) and issubclass(obj, D.DataFlow)
     }
 
 

@@ -117,3 +117,22 @@ def test_ordered_map_over_a_plain_source_resumed_and_saved_again_in_a_later_epoc
     where = positions([len(ep) for ep in reference])
     for cuts in ([(1, 2, True), (1, 3, True)], [(1, 0, False), (1, 1, True)]):
         check_chain(build, [where.index(c) for c in cuts], EPOCHS, reference=reference)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", ["ThreadPrefetchData", "MultiThreadMapData", "LocallyShuffleData"])
+def test_flow_saved_again_before_the_resumed_epoch_pulls_a_datapoint(name: str) -> None:
+    """Resumed, then checkpointed again right after ``iter()`` (before the first ``next()``),
+    then resumed: what the first resume had read ahead or buffered is not lost."""
+    def src() -> D.DataFlow:
+        return D.DataFromList([[i, np.full(2, i, np.int16)] for i in range(10)], shuffle=True, seed=3)
+
+    build = {
+        "ThreadPrefetchData": lambda: D.ThreadPrefetchData(src(), 3),
+        "MultiThreadMapData": lambda: D.MultiThreadMapData(src(), 2, lambda dp: dp, strict=True, timeout=60),
+        "LocallyShuffleData": lambda: D.LocallyShuffleData(src(), 4, seed=5),
+    }[name]
+    reference = reference_run(build, EPOCHS)
+    where = positions([len(ep) for ep in reference])
+    for cut in ((0, 6, True), (1, 3, True)):
+        check_chain(build, [where.index(cut)] * 3, EPOCHS, reference=reference)

@@ -1,4 +1,4 @@
-"""dataflow/ops/batch.py: BatchData (dtype promotion, shape/key errors, remainder, len) and
+"""dataflow/ops/_batch.py: BatchData (dtype promotion, shape/key errors, remainder, len) and
 BatchDataByShape."""
 
 from __future__ import annotations

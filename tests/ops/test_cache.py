@@ -1,4 +1,4 @@
-"""dataflow/ops/cache.py: CacheData."""
+"""dataflow/ops/_cache.py: CacheData."""
 
 from __future__ import annotations
 

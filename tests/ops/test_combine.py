@@ -1,4 +1,4 @@
-"""dataflow/ops/combine.py: ConcatData, JoinData, RandomChooseData, RandomMixData."""
+"""dataflow/ops/_combine.py: ConcatData, JoinData, RandomChooseData, RandomMixData."""
 
 from __future__ import annotations
 

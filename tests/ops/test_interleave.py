@@ -1,4 +1,4 @@
-"""dataflow/ops/interleave.py: InterleaveData."""
+"""dataflow/ops/_interleave.py: InterleaveData."""
 
 from __future__ import annotations
 

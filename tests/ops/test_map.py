@@ -1,4 +1,4 @@
-"""dataflow/ops/map.py: MapData, MapDataComponent, FilterData, SelectComponent."""
+"""dataflow/ops/_map.py: MapData, MapDataComponent, FilterData, SelectComponent."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""dataflow/ops/padded_batch.py: PaddedBatchData."""
+"""dataflow/ops/_padded_batch.py: PaddedBatchData."""
 
 from __future__ import annotations
 

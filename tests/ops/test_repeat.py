@@ -1,4 +1,4 @@
-"""dataflow/ops/repeat.py: RepeatedData, RepeatedDataPoint, FixedSizeData, TakeData."""
+"""dataflow/ops/_repeat.py: RepeatedData, RepeatedDataPoint, FixedSizeData, TakeData."""
 
 from __future__ import annotations
 

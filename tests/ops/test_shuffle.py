@@ -1,4 +1,4 @@
-"""dataflow/ops/shuffle.py: LocallyShuffleData."""
+"""dataflow/ops/_shuffle.py: LocallyShuffleData."""
 
 from __future__ import annotations
 

@@ -251,7 +251,7 @@ def test_auto_worker_count_is_the_cores_bounded_by_memory(monkeypatch: pytest.Mo
     df = _num_auto(inc, 10)
     assert df.num_proc == "auto"
     assert df._workers == max(1, min(available_cores(), memory_bound_workers(WORKER_BYTES)))
-    from dataflow.parallel import maps
+    from dataflow.parallel import _maps as maps
 
     monkeypatch.setattr(maps, "available_cores", lambda: 64)
     monkeypatch.setattr(maps, "memory_bound_workers", lambda per_worker: 3)

@@ -1,4 +1,4 @@
-"""dataflow/parallel/maps.py: MultiProcessMapDataZMQ (alias MultiProcessMapData) and
+"""dataflow/parallel/_maps.py: MultiProcessMapDataZMQ (alias MultiProcessMapData) and
 MultiProcessMapAndBatchDataZMQ. Behaviour shared with the thread map is in
 test_map_semantics.py."""
 

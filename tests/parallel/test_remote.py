@@ -1,4 +1,4 @@
-"""Remote pipelines (dataflow/parallel/remote.py): ``send_dataflow_zmq`` -> ``RemoteDataZMQ``
+"""Remote pipelines (dataflow/parallel/_remote.py): ``send_dataflow_zmq`` -> ``RemoteDataZMQ``
 over tcp loopback.
 
 Senders run in threads and in spawned processes (module-level helpers below, so ``spawn``

@@ -1,4 +1,4 @@
-"""dataflow/parallel/runners.py: MultiProcessRunnerZMQ and MultiProcessRunner."""
+"""dataflow/parallel/_runners.py: MultiProcessRunnerZMQ and MultiProcessRunner."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""dataflow/parallel/threads.py: MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData.
+"""dataflow/parallel/_threads.py: MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData.
 (Epoch/ordering/error semantics of MultiThreadMapData are in test_map_semantics.py.)"""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seeding of worker processes (dataflow/seeding.py as used by dataflow/parallel): each worker
+"""Seeding of worker processes (dataflow/_seeding.py as used by dataflow/parallel): each worker
 gets a distinct stream, reproducible with ``seed=`` or ``dataflow.set_seed``."""
 
 from __future__ import annotations
