@@ -16,6 +16,7 @@ from: a checkpoint taken right after resuming holds the same position.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -249,7 +250,8 @@ def worker_reference(
     try:
         out = run_epochs(df, epochs)
         need = sum(len(ep) for ep in out)
-        for _ in range(300):
+        deadline = time.monotonic() + 120  # a worker forked late on a busy machine still shows
+        while time.monotonic() < deadline:
             per = _per_worker([dp for ep in out for dp in ep], worker_of)
             if len(per) == workers and min(len(v) for v in per.values()) >= need:
                 break
