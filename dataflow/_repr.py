@@ -18,25 +18,27 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sized
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .base import DataFlow
 
 __all__ = ["default_repr_args", "render"]
 
 _MAX_CHARS = 40
+
+
+def _is_flow(value: object) -> bool:
+    """Whether ``value`` is a DataFlow (told by its protocol: this module does not import
+    the base class, whose ``__repr__`` calls it)."""
+    return hasattr(type(value), "_state_upstreams") and hasattr(type(value), "reset_state")
+
 #: Shown even at their default: how parallel a stage is.
 _ALWAYS = frozenset({"num_proc", "num_thread"})
 
 
-def default_repr_args(flow: DataFlow[Any]) -> dict[str, Any]:
+def default_repr_args(flow: Any) -> dict[str, Any]:
     """The ``__init__`` arguments ``flow`` keeps (as ``name`` or ``_name``), required ones and
     those that differ from their default; upstream flows are left out (they are children)."""
-    from .base import DataFlow
-
     try:
         params = inspect.signature(type(flow).__init__).parameters
     except (TypeError, ValueError):
@@ -51,8 +53,8 @@ def default_repr_args(flow: DataFlow[Any]) -> dict[str, Any]:
         if key is None:
             continue
         value = attrs[key]
-        if isinstance(value, DataFlow) or (
-            isinstance(value, (list, tuple)) and value and all(isinstance(v, DataFlow) for v in value)
+        if _is_flow(value) or (
+            isinstance(value, (list, tuple)) and value and all(_is_flow(v) for v in value)
         ):
             continue
         if p.default is not p.empty and _same(value, p.default) and name not in _ALWAYS:
@@ -102,21 +104,19 @@ def short(value: Any) -> str:
     return f"<{type(value).__name__}>"
 
 
-def _children(flow: DataFlow[Any]) -> list[DataFlow[Any]]:
-    from .base import DataFlow
-
+def _children(flow: Any) -> list[Any]:
     try:
         ups = list(flow._state_upstreams())
     except Exception:
         ups = []
     if not ups:  # a runner: its flow runs in the workers
         ds = vars(flow).get("ds")
-        if isinstance(ds, DataFlow):
+        if _is_flow(ds):
             ups = [ds]
     return ups
 
 
-def _line(flow: DataFlow[Any]) -> str:
+def _line(flow: Any) -> str:
     try:
         args = flow._repr_args()
         text = ", ".join(f"{k}={short(v)}" for k, v in args.items())
@@ -125,12 +125,12 @@ def _line(flow: DataFlow[Any]) -> str:
     return f"{type(flow).__name__}({text})"
 
 
-def render(flow: DataFlow[Any]) -> str:
+def render(flow: Any) -> str:
     """The tree of ``flow`` and its upstreams, one stage a line (a shared stage once)."""
     lines: list[str] = []
     seen: set[int] = set()
 
-    def walk(node: DataFlow[Any], lead: str, branch: str) -> None:
+    def walk(node: Any, lead: str, branch: str) -> None:
         line = _line(node)
         if id(node) in seen:
             lines.append(f"{lead}{branch}{line} (shown above)")

@@ -27,16 +27,27 @@ returns is stored as ``{"stage": name, "custom": ...}`` and handed back as is.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._errors import StateError, StateUnsupportedError
 from ._state_fields import check_plain
 from ._version import __version__
 
-if TYPE_CHECKING:
-    from .base import DataFlow
+
+class Stage(Protocol):
+    """What the walk uses of a flow: every :class:`~dataflow.base.DataFlow` is one (this module
+    does not import the base class, which imports it)."""
+
+    def _get_state(self, live: bool) -> dict[str, Any]: ...
+    def _set_state(self, state: Mapping[str, Any], live: bool) -> None: ...
+    def _state_upstreams(self) -> Sequence[Stage]: ...
+    def _upstreams_live(self, live: bool) -> list[bool]: ...
+    def _state_saved(self) -> None: ...
+    def _iter_live(self) -> bool: ...
+    def state_dict(self) -> Any: ...
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 __all__ = [
     "CUSTOM",
@@ -117,17 +128,17 @@ def _kind(flow: object) -> str:
     return getattr(flow, "_state_kind", None) or type(flow).__name__
 
 
-def _children(flow: DataFlow[Any]) -> list[DataFlow[Any]]:
+def _children(flow: Stage) -> list[Stage]:
     return [] if _mode(type(flow)) == CUSTOM else list(flow._state_upstreams())
 
 
-def pipeline_shape(flow: DataFlow[Any]) -> str:
+def pipeline_shape(flow: Stage) -> str:
     """``BatchData(MapData(DataFromList))``: the stage names as saved in a state."""
     kids = _children(flow)
     return _name(flow) + (f"({', '.join(pipeline_shape(k) for k in kids)})" if kids else "")
 
 
-def _unsupported(flow: DataFlow[Any], path: str) -> StateUnsupportedError:
+def _unsupported(flow: Stage, path: str) -> StateUnsupportedError:
     where = "" if path == _name(flow) else f" (in the pipeline at {path})"
     if flow._state_upstreams():
         how = (
@@ -147,7 +158,7 @@ def _unsupported(flow: DataFlow[Any], path: str) -> StateUnsupportedError:
     )
 
 
-def _save_node(flow: DataFlow[Any], live: bool, path: str) -> dict[str, Any]:
+def _save_node(flow: Stage, live: bool, path: str) -> dict[str, Any]:
     mode = _mode(type(flow))
     if mode == CUSTOM:
         custom = flow.state_dict()
@@ -169,7 +180,7 @@ def _save_node(flow: DataFlow[Any], live: bool, path: str) -> dict[str, Any]:
 
 
 def _node(
-    flow: DataFlow[Any], own: dict[str, Any], live: bool, lives: list[bool], path: str
+    flow: Stage, own: dict[str, Any], live: bool, lives: list[bool], path: str
 ) -> dict[str, Any]:
     return {
         "stage": _name(flow),
@@ -183,7 +194,7 @@ def _node(
     }
 
 
-def save_pipeline(root: DataFlow[Any], options: SaveOptions) -> dict[str, Any]:
+def save_pipeline(root: Stage, options: SaveOptions) -> dict[str, Any]:
     """The envelope for ``root.state_dict()``."""
     token = _options.set(options)
     try:
@@ -202,8 +213,8 @@ def save_pipeline(root: DataFlow[Any], options: SaveOptions) -> dict[str, Any]:
 
 
 def _walk(
-    flow: DataFlow[Any], node: Any, path: str, saved_shape: str
-) -> Iterator[tuple[DataFlow[Any], dict[str, Any]]]:
+    flow: Stage, node: Any, path: str, saved_shape: str
+) -> Iterator[tuple[Stage, dict[str, Any]]]:
     """Check that ``node`` fits ``flow`` (recursively) before anything is changed."""
     name = _name(flow)
     if not isinstance(node, Mapping) or not isinstance(node.get("stage"), str):
@@ -238,13 +249,13 @@ def _walk(
         yield from _walk(kid, sub, f"{path} > {label}", saved_shape)
 
 
-def save_subtree(flow: DataFlow[Any], live: bool) -> dict[str, Any]:
+def save_subtree(flow: Stage, live: bool) -> dict[str, Any]:
     """The state node of ``flow`` and its upstreams, for a stage that keeps another flow's
     state inside its own (a cache's source, an interleave's sub-flows)."""
     return _save_node(flow, live, _name(flow))
 
 
-def load_subtree(flow: DataFlow[Any], node: Any, where: str) -> None:
+def load_subtree(flow: Stage, node: Any, where: str) -> None:
     """Load a node made by :func:`save_subtree` into ``flow`` (``where`` names it in errors)."""
     _apply(list(_walk(flow, node, where, where)))
 
@@ -258,7 +269,7 @@ def checking_only() -> bool:
     return _checking.get()
 
 
-def _check_stage(flow: DataFlow[Any], node: dict[str, Any]) -> None:
+def _check_stage(flow: Stage, node: dict[str, Any]) -> None:
     """Run the stage's own checks of its part now, so that a state that does not fit fails
     at ``load_state_dict`` and not at the next epoch: ``_set_state`` runs on a stand-in that
     shares the stage's attributes, and what it assigns is dropped."""
@@ -271,7 +282,7 @@ def _check_stage(flow: DataFlow[Any], node: dict[str, Any]) -> None:
         _checking.reset(token)
 
 
-def _apply(plan: list[tuple[DataFlow[Any], dict[str, Any]]]) -> None:
+def _apply(plan: list[tuple[Stage, dict[str, Any]]]) -> None:
     for flow, node in plan:
         if _mode(type(flow)) == HOOKS:
             _check_stage(flow, node)
@@ -284,7 +295,7 @@ def _apply(plan: list[tuple[DataFlow[Any], dict[str, Any]]]) -> None:
             flow.__dict__[PENDING] = (dict(node["state"]), node["live"])
 
 
-def load_pipeline(root: DataFlow[Any], state: Any) -> None:
+def load_pipeline(root: Stage, state: Any) -> None:
     """Load an envelope made by :func:`save_pipeline` into ``root``'s pipeline."""
     if not isinstance(state, Mapping) or state.get("format") != FORMAT:
         hint = ""

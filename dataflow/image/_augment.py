@@ -123,7 +123,7 @@ class _Augmenting:
         from .._repr import default_repr_args
 
         names = ", ".join(type(a).__name__ for a in self.augs.augmentors)
-        return {"augmentors": f"[{names}]", **default_repr_args(self)}  # type: ignore[arg-type]
+        return {"augmentors": f"[{names}]", **default_repr_args(self)}
 
 
 class AugmentImageComponent(_Augmenting, MapDataComponent):
