@@ -137,7 +137,9 @@ def test_large_datapoints_cross_in_small_groups() -> None:
     it = iter(dataflow_to_dataset(df, (tf.TensorSpec((each,), tf.uint8),)))
     first = next(it)[0]
     assert first.shape == (each,) and int(first[-1]) == 0
-    assert df.produced == _tf_groups.GROUP_BYTES // each
+    per_group = _tf_groups.GROUP_BYTES // each
+    # the first group, and at most the next one that tf.data's thread may be filling already
+    assert per_group <= df.produced <= 2 * per_group < 9
     assert [int(x[0][-1]) for x in it] == list(range(1, 9))
 
 
