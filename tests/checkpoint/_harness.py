@@ -113,12 +113,7 @@ def check_resume(
         state, it = cut_and_save(first, j, m, between)
         state = trip(state)
         second = _build(build, None if seed is None else seed + 1)  # other seeds: the state decides
-        if n % 2:
-            second.load_state_dict(state)
-            second.reset_state()
-        else:
-            second.reset_state()
-            second.load_state_dict(state)
+        load_into(second, state, load_first=bool(n % 2))
         if between:
             expected = reference[j:]
         else:
@@ -206,12 +201,7 @@ def check_chain(
             del it
             df.close()
             df = _build(build, None if seed is None else seed + 1 + k)
-            if k % 2:
-                df.load_state_dict(state)
-                df.reset_state()
-            else:
-                df.reset_state()
-                df.load_state_dict(state)
+            load_into(df, state, load_first=bool(k % 2))
             at = to
         advance(df, at, where[-1], got)
     except Exception as err:
@@ -236,6 +226,17 @@ def check_chain(
             f"preempted at {chain}, worker {worker}'s stream differs:\n got      {stream}\n"
             f" expected {ref[: len(stream)]}"
         )
+
+
+def load_into(df: DataFlow, state: Any, load_first: bool) -> None:
+    """Load ``state`` into a fresh ``df`` before ``reset_state()`` (``load_first``) or after:
+    both orders are promised, so the harness alternates them."""
+    if load_first:
+        df.load_state_dict(state)
+        df.reset_state()
+    else:
+        df.reset_state()
+        df.load_state_dict(state)
 
 
 def worker_reference(

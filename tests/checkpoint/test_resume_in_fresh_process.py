@@ -60,6 +60,21 @@ def _plain(x: Any) -> Any:
     return [_plain(v) for v in x] if isinstance(x, tuple) else x
 
 
+def _reference(spec: dict[str, Any], epochs: int) -> list[list[Any]]:
+    """The uninterrupted run of ``spec`` (seeded as the cut runs are); a spec the library
+    refuses (a batch larger than a shard without remainder) is rejected, rightly."""
+    seeding.set_seed(1)
+    try:
+        ref = build(spec)
+    except ValueError:
+        reject()
+    ref.reset_state()
+    try:
+        return run_epochs(ref, epochs)
+    finally:
+        ref.close()
+
+
 @pytest.mark.timeout(600)  # every example starts a child interpreter: minutes on a busy machine
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(), data=st.data())
@@ -68,14 +83,7 @@ def test_resume_in_a_new_process_equals_the_uninterrupted_stream(
 ) -> None:
     """Cut anywhere in two epochs (inside an epoch or between epochs), resume in a new process
     (an ordered parallel map at a drawn worker count, possibly another than when saved)."""
-    seeding.set_seed(1)
-    try:
-        ref = build(spec)
-    except ValueError:  # a batch larger than a shard without remainder: refused, rightly
-        reject()
-    ref.reset_state()
-    reference = run_epochs(ref, EPOCHS + 1)
-    ref.close()
+    reference = _reference(spec, EPOCHS + 1)
     j = data.draw(st.integers(0, EPOCHS - 1), label="epoch")
     between = data.draw(st.booleans(), label="between") and j > 0
     m = 0 if between else data.draw(st.integers(0, len(reference[j])), label="taken")
@@ -111,14 +119,7 @@ def test_run_preempted_three_times_across_processes_equals_the_uninterrupted_str
     cut 1 here, resumed in a child that runs to cut 2 and saves, resumed in another child
     that runs to cut 3 and saves, resumed here to the end. What the four yielded, together,
     is the uninterrupted stream (cuts anywhere in two epochs, repeats allowed)."""
-    seeding.set_seed(1)
-    try:
-        ref = build(spec)
-    except ValueError:  # a batch larger than a shard without remainder: refused, rightly
-        reject()
-    ref.reset_state()
-    reference = run_epochs(ref, EPOCHS)
-    ref.close()
+    reference = _reference(spec, EPOCHS)
     where = positions([len(ep) for ep in reference])
     cuts = [where[int(f * (len(where) - 1))] for f in sorted(at)]  # shares of the run: examples stay valid
 
