@@ -65,18 +65,22 @@ def fresh_rng() -> CompatGenerator:
     return new_rng(src.spawn(1)[0] if src is not None else seeding.seed_sequence(None))
 
 
-def _children(aug: Any) -> Iterator[Any]:
-    from .base import ImageAugmentor
+def _is_augmentor(value: object) -> bool:
+    """Whether ``value`` is an ``ImageAugmentor`` (told by the class's marker: this module does
+    not import ``imgaug.base``, which imports it)."""
+    return getattr(type(value), "_image_augmentor", False) is True
 
+
+def _children(aug: Any) -> Iterator[Any]:
     for value in list(vars(aug).values()):
-        if isinstance(value, ImageAugmentor):
+        if _is_augmentor(value):
             yield value
         elif isinstance(value, (list, tuple)):
             for v in value:
-                if isinstance(v, ImageAugmentor):
+                if _is_augmentor(v):
                     yield v
                 elif isinstance(v, (list, tuple)):  # RandomChooseAug's (aug, prob) pairs
-                    yield from (x for x in v if isinstance(x, ImageAugmentor))
+                    yield from (x for x in v if _is_augmentor(x))
 
 
 def walk(aug: Any) -> list[Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import pprint
 from collections import namedtuple
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -78,6 +78,8 @@ class ImageAugmentor:
     draws interleave in thread order (use one augmentor per thread for reproducibility).
     """
 
+    #: what dataflow.imgaug._random recognises augmentors by (it cannot import this module)
+    _image_augmentor: ClassVar[bool] = True
     _rng: Any = None
     _rng_fork: int = -1
 
