@@ -21,6 +21,7 @@ from ..base import DataFlow
 from ..sources._indexed import IndexedSource
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta, require
+from ._storage import ShardStorage
 
 __all__ = ["HDF5Data", "HDF5Serializer"]
 
@@ -117,12 +118,18 @@ class HDF5Data(IndexedSource[Any]):
     """
 
     def __init__(
-        self, filename: PathType, data_paths: Sequence[str], shuffle: bool = True, seed: int | None = None
+        self,
+        filename: PathType,
+        data_paths: Sequence[str],
+        shuffle: bool = True,
+        seed: int | None = None,
+        **storage: Any,
     ) -> None:
         super().__init__(seed)
         stage = type(self).__name__
         require("h5py", "hdf5", stage)
-        self.filename = fspath(stage, "filename", filename)
+        self._storage = ShardStorage.single(stage, fspath(stage, "filename", filename), "filename", storage)
+        self.filename = self._storage.urls[0]
         self.data_paths = _check_paths(stage, data_paths)
         self._shuffle = bool(shuffle)
         self._cols: list[Any] | None = None
@@ -131,10 +138,10 @@ class HDF5Data(IndexedSource[Any]):
     def _load(self, columns: bool) -> None:
         stage = type(self).__name__
         h5py = require("h5py", "hdf5", stage)
-        if not os.path.isfile(self.filename):
+        if not self._storage.remote and not os.path.isfile(self.filename):
             raise FileNotFoundError(f"{stage}: no such file: {self.filename!r}")
         try:
-            with h5py.File(self.filename, "r") as hf:
+            with self._storage.open(0) as f, h5py.File(f, "r") as hf:
                 self._load_open(hf, columns)
         except (FormatError, _NoDataset):
             raise
@@ -159,9 +166,7 @@ class HDF5Data(IndexedSource[Any]):
             )
         lens = {p: hf[p].shape[0] if hf[p].shape else -1 for p in self.data_paths}
         if len(set(lens.values())) != 1 or -1 in lens.values():
-            raise FormatError(
-                f"{stage}: {self.filename}: the datasets must have the same length, got {lens}"
-            )
+            raise FormatError(f"{stage}: {self.filename}: the datasets must have the same length, got {lens}")
         self._size = next(iter(lens.values()))
         if count is not None and count != self._size:
             raise FormatError(
@@ -174,6 +179,11 @@ class HDF5Data(IndexedSource[Any]):
     def reset_state(self) -> None:
         super().reset_state()
         self._load(columns=True)
+
+    def io_stats(self) -> dict[str, int]:
+        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
+        reads of a remote file (all zero for a local file)."""
+        return self._storage.io_stats()
 
     def _num_items(self) -> int:
         if self._size is None:
@@ -263,7 +273,12 @@ class HDF5Serializer:
 
     @staticmethod
     def load(
-        path: PathType, data_paths: Sequence[str], shuffle: bool = True, seed: int | None = None
+        path: PathType,
+        data_paths: Sequence[str],
+        shuffle: bool = True,
+        seed: int | None = None,
+        **storage: Any,
     ) -> HDF5Data:
-        """An :class:`HDF5Data` over ``data_paths`` of ``path``."""
-        return HDF5Data(path, data_paths, shuffle=shuffle, seed=seed)
+        """An :class:`HDF5Data` over ``data_paths`` of ``path`` (a local path or a URL, with
+        the keyword arguments of remote files: see :doc:`/remote`)."""
+        return HDF5Data(path, data_paths, shuffle=shuffle, seed=seed, **storage)

@@ -22,6 +22,7 @@ from ..base import DataFlow
 from ..sources._indexed import IndexedSource
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
+from ._storage import ShardStorage, redact
 
 __all__ = ["NumpySerializer"]
 
@@ -33,8 +34,9 @@ class _TensorpackFile(Exception):
     """Internal: the npz is tensorpack's (one pickled object array named ``buffer``)."""
 
 
-def _read_tensorpack(stage: str, path: str, allow_pickle: bool) -> list[Any]:
+def _read_tensorpack(stage: str, storage: ShardStorage, allow_pickle: bool) -> list[Any]:
     """The datapoints of an npz written by tensorpack's NumpySerializer (pickled objects)."""
+    path = redact(storage.urls[0])
     if not allow_pickle:
         raise FormatError(
             f"{stage}: {path} was written by tensorpack's NumpySerializer: its datapoints are "
@@ -42,7 +44,7 @@ def _read_tensorpack(stage: str, path: str, allow_pickle: bool) -> list[Any]:
             f"named by the data: pass it only for files you trust), like numpy.load"
         )
     try:
-        with np.load(path, allow_pickle=True) as npz:
+        with storage.open(0) as f, np.load(f, allow_pickle=True) as npz:
             buffer = npz["buffer"]
     except Exception as e:
         what = f"{type(e).__name__}: {e}"
@@ -51,17 +53,17 @@ def _read_tensorpack(stage: str, path: str, allow_pickle: bool) -> list[Any]:
     return [list(row) for row in buffer] if buffer.ndim >= 2 else list(buffer)
 
 
-def _read(stage: str, path: str, members: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Load ``members`` of the npz at ``path`` (never unpickling), validating the metadata."""
+def _read(stage: str, storage: ShardStorage, members: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Load ``members`` of the npz of ``storage`` (never unpickling), validating the metadata."""
+    path = redact(storage.urls[0])
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        with storage.open(0) as f, np.load(f, allow_pickle=False) as npz:
             missing = [m for m in _MEMBERS if m not in npz.files]
             if missing and "buffer" in npz.files:
                 raise _TensorpackFile(path)
             if missing:
                 raise FormatError(
-                    f"{stage}: {path} was not written by NumpySerializer (no {', '.join(missing)} "
-                    f"array)"
+                    f"{stage}: {path} was not written by NumpySerializer (no {', '.join(missing)} array)"
                 )
             out = {m: npz[m] for m in ("meta", *members)}
     except FileNotFoundError:
@@ -92,9 +94,12 @@ class _NumpyData(IndexedSource[Any]):
     are fresh copies each epoch). ``len`` is exact. Reentrant. Checkpoints, resumes (without
     decoding what was consumed) and shards by index, like :class:`~dataflow.DataFromList`."""
 
-    def __init__(self, path: str, shuffle: bool, seed: int | None, allow_pickle: bool = False) -> None:
+    def __init__(
+        self, storage: ShardStorage, shuffle: bool, seed: int | None, allow_pickle: bool = False
+    ) -> None:
         super().__init__(seed)
-        self._path = path
+        self._storage = storage
+        self._path = redact(storage.urls[0])
         self._shuffle = bool(shuffle)
         self._allow_pickle = bool(allow_pickle)
         self._data: np.ndarray | None = None
@@ -106,9 +111,9 @@ class _NumpyData(IndexedSource[Any]):
         super().reset_state()
         stage = "NumpySerializer.load"
         try:
-            out = _read(stage, self._path, ("data", "offsets"))
+            out = _read(stage, self._storage, ("data", "offsets"))
         except _TensorpackFile:
-            self._tensorpack = _read_tensorpack(stage, self._path, self._allow_pickle)
+            self._tensorpack = _read_tensorpack(stage, self._storage, self._allow_pickle)
             self._count = len(self._tensorpack)
             return
         data = out["data"]
@@ -120,10 +125,15 @@ class _NumpyData(IndexedSource[Any]):
         if self._count is None:
             stage = "NumpySerializer.load"
             try:
-                self._count = int(_read(stage, self._path, ("offsets",))["count"])
+                self._count = int(_read(stage, self._storage, ("offsets",))["count"])
             except _TensorpackFile:
-                self._count = len(_read_tensorpack(stage, self._path, self._allow_pickle))
+                self._count = len(_read_tensorpack(stage, self._storage, self._allow_pickle))
         return self._count
+
+    def io_stats(self) -> dict[str, int]:
+        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
+        reads of a remote file (all zero for a local file)."""
+        return self._storage.io_stats()
 
     def _getter(self) -> Callable[[int], Any]:
         if self._tensorpack is not None:
@@ -183,12 +193,20 @@ class NumpySerializer:
 
     @staticmethod
     def load(
-        path: PathType, shuffle: bool = True, seed: int | None = None, *, allow_pickle: bool = False
+        path: PathType,
+        shuffle: bool = True,
+        seed: int | None = None,
+        *,
+        allow_pickle: bool = False,
+        **storage: Any,
     ) -> DataFlow[Any]:
         """A flow of the decoded datapoints of an npz written by :meth:`save`, in write order
         or in a new permutation each epoch. The file is read by ``reset_state()``; a file
         that is not ours, damaged, or of a newer format version raises
         :class:`~dataflow.FormatError`. An npz written by tensorpack's ``NumpySerializer``
         (a pickled object array) is read only with ``allow_pickle=True``, like
-        :func:`numpy.load`; its datapoints come back as lists, as they went in."""
-        return _NumpyData(fspath("NumpySerializer.load", "path", path), shuffle, seed, allow_pickle)
+        :func:`numpy.load`; its datapoints come back as lists, as they went in. ``path`` may
+        be a URL, read with the keyword arguments of remote files (see :doc:`/remote`)."""
+        stage = "NumpySerializer.load"
+        storage_ = ShardStorage.single(stage, fspath(stage, "path", path), "path", storage)
+        return _NumpyData(storage_, shuffle, seed, allow_pickle)

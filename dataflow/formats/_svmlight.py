@@ -8,21 +8,29 @@ dense ``float64``, ``y`` ``float64``.
 
 from __future__ import annotations
 
+import io
 import os
+from typing import Any
 
 import numpy as np
 
 from ..sources._memory import DataFromArrays
 from ._common import FormatError, PathType, fspath
+from ._storage import ShardStorage, redact
 
 __all__ = ["SVMLightData", "read_svmlight"]
 
 
-def read_svmlight(path: str, stage: str = "read_svmlight") -> tuple[np.ndarray, np.ndarray]:
-    """``(X, y)`` of an SVMlight file; :class:`FormatError` names the file and line of a bad entry."""
+def read_svmlight(
+    path: str, stage: str = "read_svmlight", storage: ShardStorage | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` of an SVMlight file (read through ``storage`` when given: a remote file);
+    :class:`FormatError` names the file and line of a bad entry."""
     labels: list[float] = []
     rows: list[list[tuple[int, float]]] = []
-    with open(path) as f:
+    raw = storage.open(0) if storage is not None else open(path, "rb")  # noqa: SIM115 - closed below
+    path = redact(path)
+    with io.TextIOWrapper(raw) as f:
         for lineno, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
             if not line:
@@ -56,9 +64,20 @@ class SVMLightData(DataFromArrays):
     ``y_i`` a ``float64`` label. tensorpack's arguments. Random access: shuffles with
     ``self.rng``, checkpoints and shards by index."""
 
-    def __init__(self, filename: PathType, shuffle: bool = True, seed: int | None = None) -> None:
-        path = fspath("SVMLightData", "filename", filename)
-        if not os.path.isfile(path):
+    def __init__(
+        self, filename: PathType, shuffle: bool = True, seed: int | None = None, **storage: Any
+    ) -> None:
+        storage_ = ShardStorage.single(
+            "SVMLightData", fspath("SVMLightData", "filename", filename), "filename", storage
+        )
+        path = storage_.urls[0]
+        if not storage_.remote and not os.path.isfile(path):
             raise FileNotFoundError(f"SVMLightData: no such file: {path!r}")
-        self.X, self.y = read_svmlight(path, "SVMLightData")
+        self.X, self.y = read_svmlight(path, "SVMLightData", storage_)
+        self._storage = storage_
         super().__init__([self.X, self.y], shuffle=shuffle, seed=seed)
+
+    def io_stats(self) -> dict[str, int]:
+        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
+        reads of a remote file (all zero for a local file)."""
+        return self._storage.io_stats()

@@ -22,23 +22,33 @@ import bisect
 import os
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from itertools import accumulate, chain
-from typing import Any
+from typing import IO, Any
 
+import numpy as np
+
+from .. import _seeding as seeding
 from .. import codec
-from .._errors import DataFlowNotReset, LengthUnknownError
+from .._errors import DataFlowNotReset, LengthUnknownError, StateError
+from .._state import checking_only
 from .._state_fields import check_file_count, int_field, offset_field
 from ..base import DataFlow
 from ..sources._indexed import IndexedSource, cursor
-from ._common import FormatError, PathType, check_meta, fspath
+from ._common import FormatError, PathType, check_meta
+from ._storage import PathSpec, ShardStorage, is_remote, redact
 from ._tfrecord_io import (
     HEADER_MAGIC,
+    INDEX_SUFFIX,
     decode_record,
     frame,
     index_path,
+    parse_index,
     read_index,
     read_record_at,
     read_records,
+    read_records_from,
     write_index,
 )
 from ._tfrecord_save import save_tfrecord
@@ -107,31 +117,51 @@ class TFRecordData(DataFlow[Any]):
     _random_access = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> TFRecordData:
-        if cls is TFRecordData and kwargs.get("shuffle", len(args) > 4 and args[4]):
+        shuffle = kwargs.get("shuffle", len(args) > 4 and args[4])
+        path = kwargs.get("path", args[0] if args else None)
+        if cls is TFRecordData and shuffle and not is_remote(path):
             cls = ShuffledTFRecordData
         return super().__new__(cls)
 
     def __init__(
         self,
-        path: PathType | Sequence[PathType],
+        path: PathSpec,
         decode: bool | str = True,
         size: int | None = None,
         verify_crc: bool = True,
         shuffle: bool = False,
         seed: int | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        prefetch_shards: int = 2,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+        retries: int = 5,
+        timeout: float | None = 60.0,
     ) -> None:
         stage = type(self).__name__
-        paths = [path] if isinstance(path, (str, os.PathLike)) else path
-        if not isinstance(paths, (list, tuple)) or not paths:
-            raise TypeError(f"{stage}: path must be a path or a non-empty list of paths, got {path!r}")
-        self.paths = [fspath(stage, "path", p) for p in paths]
+        self._storage = ShardStorage(
+            stage,
+            path,
+            storage_options=storage_options,
+            prefetch_shards=prefetch_shards,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            retries=retries,
+            timeout=timeout,
+        )
+        self.paths = self._storage.urls
+        self._shard_shuffle = bool(shuffle) and self._storage.remote and not self._random_access
+        self._seed = seeding.check_seed(stage, seed)
+        self._shard_seed: int | None = None
+        self._epoch = 0
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise ValueError(f"{stage}: size must be an int >= 0 or None, got {size!r}")
         if not isinstance(decode, (bool, str)) or decode not in _DECODE:
             raise ValueError(
                 f"{stage}: decode must be True, False, 'codec', 'raw' or 'example', got {decode!r}"
             )
-        if shuffle and not self._random_access:
+        if shuffle and not self._random_access and not self._storage.remote:
             raise TypeError(
                 f"{stage}: shuffle=True needs TFRecordData itself (a subclass reads in file order)"
             )
@@ -144,6 +174,8 @@ class TFRecordData(DataFlow[Any]):
         """The record count of each file from its index (or the header of an older file of
         ours), ``None`` for files without either."""
         stage = type(self).__name__
+        if self._storage.remote:
+            return self._remote_counts()
         counts: list[int | None] = []
         for path in self.paths:
             if not os.path.isfile(path):
@@ -152,7 +184,8 @@ class TFRecordData(DataFlow[Any]):
             if offsets is not None:
                 counts.append(len(offsets))
                 continue
-            first = next(read_records(stage, path, self.verify_crc), None)
+            with open(path, "rb") as f:
+                first = next(read_records_from(stage, path, f, self.verify_crc), None)
             if first is None:
                 counts.append(0)
             else:
@@ -166,9 +199,38 @@ class TFRecordData(DataFlow[Any]):
             )
         return counts
 
+    def _remote_counts(self) -> list[int | None]:
+        """Each remote file's record count from its index file (fetched in parallel, once
+        per flow), ``None`` where there is none."""
+        stage, storage = type(self).__name__, self._storage
+
+        def count(i: int) -> int | None:
+            raw = storage.fetch_sibling(i, INDEX_SUFFIX)
+            if raw is None:
+                return None
+            return len(parse_index(stage, redact(self.paths[i]), raw, storage.sizes[i]))
+
+        with ThreadPoolExecutor(min(16, len(self.paths))) as pool:
+            counts = list(pool.map(count, range(len(self.paths))))
+        known = [c for c in counts if c is not None]
+        if self._size is not None and len(known) == len(counts) and sum(known) != self._size:
+            raise ValueError(
+                f"{stage}: size={self._size} but the files' indexes say {sum(known)} records; "
+                f"leave size=None to use them"
+            )
+        return counts
+
     def reset_state(self) -> None:
         self._decode_fn = _decoder(type(self).__name__, self.decode)
-        self._counts = self._read_counts()
+        if self._shard_seed is None:
+            self._shard_seed = int(seeding.seed_sequence(self._seed).generate_state(1)[0])
+        if not self._storage.remote:  # remote counts wait for len(): no request before the first file
+            self._counts = self._read_counts()
+
+    def io_stats(self) -> dict[str, int]:
+        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
+        reads of remote files (all zero for local files)."""
+        return self._storage.io_stats()
 
     def __len__(self) -> int:
         if self._size is not None:
@@ -186,23 +248,59 @@ class TFRecordData(DataFlow[Any]):
 
     def __iter__(self) -> Iterator[Any]:
         resume = self.__dict__.pop("_resume_at", None)
+        if resume is None:
+            self._epoch += 1
         where = self._where = list(resume) if resume is not None else [0, 0, 0, 0]
         return self._track(self._records(where))
 
-    def _records(self, where: list[int]) -> Iterator[Any]:
-        """Every file from ``where = [file, byte offset, record index, records read]`` on;
-        ``where`` is kept at the next record to read (the state's position)."""
-        while where[0] < len(self.paths):
-            yield from self._read_file(self.paths[where[0]], where)
-            where[:] = [where[0] + 1, 0, 0, 0]
+    def _epoch_order(self) -> list[int]:
+        """The files of this epoch, in the order they are read: file order, or with remote
+        files and ``shuffle=True`` a permutation drawn from the seed and the epoch."""
+        n = len(self.paths)
+        if not self._shard_shuffle:
+            return list(range(n))
+        if self._shard_seed is None:
+            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
+        order: list[int] = np.random.default_rng([self._shard_seed, self._epoch]).permutation(n).tolist()
+        return order
 
-    def _read_file(self, path: str, where: list[int]) -> Iterator[Any]:
-        stage = type(self).__name__
+    def _records(self, where: list[int]) -> Iterator[Any]:
+        """Every file of the epoch from ``where = [position in the epoch's order, byte
+        offset, record index, records read]`` on; ``where`` is kept at the next record to
+        read (the state's position)."""
+        order = self._epoch_order()
+        files = self._storage.iterate(order[where[0] :], 0 if self._shard_shuffle else where[1])
+        with closing(files):
+            for i, f in files:
+                if self._shard_shuffle:
+                    yield from self._read_shuffled(i, f, where)
+                else:
+                    yield from self._read_file(i, f, where)
+                where[:] = [where[0] + 1, 0, 0, 0]
+
+    def _read_shuffled(self, i: int, f: IO[bytes], where: list[int]) -> Iterator[Any]:
+        """The records of the remote file ``i`` (already fetched whole) in a permutation drawn
+        from the seed, the epoch and the file, from ``where[2]`` records on."""
+        stage, name = type(self).__name__, redact(self.paths[i])
+        decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
+        records = [
+            (index, offset, data)
+            for index, offset, data in read_records_from(stage, name, f, self.verify_crc)
+            if index or data[:8] != HEADER_MAGIC
+        ]
+        perm = np.random.default_rng([self._shard_seed or 0, self._epoch, i]).permutation(len(records))
+        for k in range(where[2], len(records)):
+            index, offset, data = records[perm[k]]
+            where[2:] = k + 1, k + 1
+            yield data if decode is None else decode_record(stage, name, index, offset, data, decode)
+
+    def _read_file(self, i: int, f: IO[bytes], where: list[int]) -> Iterator[Any]:
+        stage, path = type(self).__name__, redact(self.paths[i])
         decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
         _, start, first, n = where
-        expected = self._counts[where[0]] if self._counts is not None else None
+        expected = self._counts[i] if self._counts is not None else None
         source = "its index says"
-        for index, offset, data in read_records(stage, path, self.verify_crc, start, first):
+        for index, offset, data in read_records_from(stage, path, f, self.verify_crc, start, first):
             if index == 0 and data[:8] == HEADER_MAGIC:  # the header of an older file of ours
                 expected, source = _parse_header(stage, path, data), "the header says"
                 where[1:3] = offset + len(data) + 16, 1
@@ -218,6 +316,8 @@ class TFRecordData(DataFlow[Any]):
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         state: dict[str, Any] = {"files": len(self.paths)}
+        if self._shard_shuffle:
+            state.update(seed=str(self._shard_seed), epoch=self._epoch)
         where = self.__dict__.get("_where")
         if live and where is not None:
             state.update(file=where[0], offset=str(where[1]), record=where[2], read=where[3])
@@ -227,6 +327,13 @@ class TFRecordData(DataFlow[Any]):
         stage = type(self).__name__
         check_file_count(stage, state, len(self.paths))
         self.__dict__.pop("_resume_at", None)
+        if self._shard_shuffle:
+            seed = state.get("seed")
+            if not isinstance(seed, str) or not seed.isdigit():
+                raise StateError(f"{stage}: state field 'seed' must be a decimal string, got {seed!r}")
+            epoch = int_field(stage, state, "epoch", 0)
+            if not checking_only():
+                self._shard_seed, self._epoch = int(seed), epoch
         if not live or "file" not in state:
             return
         offset = offset_field(stage, state)
@@ -348,9 +455,14 @@ class TFRecordSerializer:
 
     @staticmethod
     def load(
-        path: PathType, size: int | None = None, shuffle: bool = False, seed: int | None = None
+        path: PathSpec,
+        size: int | None = None,
+        shuffle: bool = False,
+        seed: int | None = None,
+        **storage: Any,
     ) -> TFRecordData:
         """A :class:`TFRecordData` of the decoded datapoints, in file order (or shuffled:
         random access through the index). ``size`` is optional (the index knows the
-        count); if given it must match it."""
-        return TFRecordData(path, decode=True, size=size, shuffle=shuffle, seed=seed)
+        count); if given it must match it. ``path`` and the keyword arguments of remote
+        files (``storage_options=``, ``prefetch_shards=``, ...) are :class:`TFRecordData`'s."""
+        return TFRecordData(path, decode=True, size=size, shuffle=shuffle, seed=seed, **storage)

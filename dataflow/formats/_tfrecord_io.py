@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -31,7 +31,9 @@ __all__ = [
     "index_path",
     "read_index",
     "read_record_at",
+    "parse_index",
     "read_records",
+    "read_records_from",
     "write_index",
 ]
 
@@ -61,38 +63,46 @@ def read_records(
 ) -> Iterator[tuple[int, int, bytes]]:
     """``(index, byte offset, data)`` of every record of the TFRecord file ``path``, from the
     record ``index`` that starts at byte ``offset`` (a record boundary) on."""
-    unpack_len, unpack_crc = _LEN.unpack, _CRC.unpack
     with open(path, "rb", buffering=1 << 20) as f:
         if offset:
             f.seek(offset)
-        read = f.read
-        while True:
-            head = read(12)
-            if not head:
-                return
-            if len(head) < 12:
-                raise FormatError(
-                    f"{stage}: {_where(path, index, offset)}: the file is truncated (a partial record header)"
-                )
-            length, length_crc = unpack_len(head)
-            if masked_crc32c(head[:8]) != length_crc:
-                raise FormatError(
-                    f"{stage}: {_where(path, index, offset)}: corrupt record length (CRC mismatch)"
-                )
-            data = read(length)
-            tail = read(4)
-            if len(data) < length or len(tail) < 4:
-                raise FormatError(
-                    f"{stage}: {_where(path, index, offset)}: the file is truncated (the record needs "
-                    f"{length + 16} bytes, the file ends after {len(head) + len(data) + len(tail)})"
-                )
-            if verify_crc and masked_crc32c(data) != unpack_crc(tail)[0]:
-                raise FormatError(
-                    f"{stage}: {_where(path, index, offset)}: corrupt record data (CRC mismatch)"
-                )
-            yield index, offset, data
-            index += 1
-            offset += length + 16
+        yield from read_records_from(stage, path, f, verify_crc, offset, index)
+
+
+def read_records_from(
+    stage: str, path: str, f: IO[bytes], verify_crc: bool = True, offset: int = 0, index: int = 0
+) -> Iterator[tuple[int, int, bytes]]:
+    """:func:`read_records` from the open file ``f``, positioned at byte ``offset`` of
+    ``path`` (which names the file in errors)."""
+    unpack_len, unpack_crc = _LEN.unpack, _CRC.unpack
+    read = f.read
+    while True:
+        head = read(12)
+        if not head:
+            return
+        if len(head) < 12:
+            raise FormatError(
+                f"{stage}: {_where(path, index, offset)}: the file is truncated (a partial record header)"
+            )
+        length, length_crc = unpack_len(head)
+        if masked_crc32c(head[:8]) != length_crc:
+            raise FormatError(
+                f"{stage}: {_where(path, index, offset)}: corrupt record length (CRC mismatch)"
+            )
+        data = read(length)
+        tail = read(4)
+        if len(data) < length or len(tail) < 4:
+            raise FormatError(
+                f"{stage}: {_where(path, index, offset)}: the file is truncated (the record needs "
+                f"{length + 16} bytes, the file ends after {len(head) + len(data) + len(tail)})"
+            )
+        if verify_crc and masked_crc32c(data) != unpack_crc(tail)[0]:
+            raise FormatError(
+                f"{stage}: {_where(path, index, offset)}: corrupt record data (CRC mismatch)"
+            )
+        yield index, offset, data
+        index += 1
+        offset += length + 16
 
 
 def read_record_at(stage: str, path: str, fd: int, index: int, offset: int, verify_crc: bool = True) -> bytes:
@@ -221,6 +231,13 @@ def read_index(stage: str, path: str) -> np.ndarray | None:
         return None
     except OSError as e:
         raise FormatError(f"{stage}: {ipath}: the index file cannot be read ({e})") from e
+    return parse_index(stage, path, raw, os.path.getsize(path))
+
+
+def parse_index(stage: str, path: str, raw: bytes, size: int | None) -> np.ndarray:
+    """The record offsets in ``raw``, the index file of the TFRecord file ``path`` of
+    ``size`` bytes (``None``: not known, not checked); damage raises :class:`FormatError`."""
+    ipath = index_path(path)
     try:
         meta = codec.loads(raw)
     except codec.CodecError as e:
@@ -233,8 +250,7 @@ def read_index(stage: str, path: str) -> np.ndarray | None:
         raise FormatError(f"{stage}: {ipath}: the index file is damaged (its offsets fail their CRC)")
     if not isinstance(data_bytes, int) or (count and int(offsets[-1]) + 16 > data_bytes):
         raise FormatError(f"{stage}: {ipath}: the index file is damaged (data size {data_bytes!r})")
-    size = os.path.getsize(path)
-    if size != data_bytes:
+    if size is not None and size != data_bytes:
         what = "truncated" if size < data_bytes else "longer than its index says"
         raise FormatError(
             f"{stage}: {path} has {size} bytes but its index file {ipath} says {data_bytes}: the file "

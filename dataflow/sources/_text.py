@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import codecs
+import io
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Union
+from collections.abc import Iterator, Mapping
+from contextlib import closing
+from typing import Any
 
 from .._state_fields import check_file_count, field, int_field, offset_field, plain_rng_state
 from ..base import RNGDataFlow
+from ..formats._storage import PathSpec, ShardStorage
 
 __all__ = ["TextLineData"]
 
-PathType = Union[str, bytes, "os.PathLike[str]"]
+_BYTE_POSITION = (1 << 64) - 1  # the part of a text file's tell() cookie that is a byte offset
 
 
 class TextLineData(RNGDataFlow[Any]):
@@ -25,41 +28,57 @@ class TextLineData(RNGDataFlow[Any]):
     closes them when it ends or its iterator is closed. ``len`` is unknown. Reentrant.
     Its state is the file order's RNG, the file in progress and the position in it (the text
     file's ``tell()``): resuming seeks there, reading nothing again.
+
+    ``paths`` may also be fsspec URLs or globs, read with the keyword arguments of remote
+    files (``storage_options=``, ``prefetch_shards=``, ``cache_dir=``, ...; see
+    :doc:`/remote`); a resumed remote file is fetched from the resume position on.
     """
 
     def __init__(
         self,
-        paths: PathType | Sequence[PathType],
+        paths: PathSpec,
         strip_newline: bool = True,
         encoding: str = "utf-8",
         shuffle: bool = False,
         seed: int | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        prefetch_shards: int = 2,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+        retries: int = 5,
+        timeout: float | None = 60.0,
     ) -> None:
         super().__init__(seed)
-        plist = [paths] if isinstance(paths, (str, bytes, os.PathLike)) else paths
-        if not isinstance(plist, (list, tuple)):
-            raise TypeError(
-                f"TextLineData: paths must be a path or a list of paths, got {type(paths).__name__}"
-            )
-        if not plist:
+        if isinstance(paths, (list, tuple)) and not paths:
             raise ValueError("TextLineData: paths is empty; give at least one file")
-        for p in plist:
-            if not isinstance(p, (str, bytes, os.PathLike)):
-                raise TypeError(
-                    f"TextLineData: each path must be a str or os.PathLike, got {p!r} ({type(p).__name__})"
-                )
+        if isinstance(paths, bytes) or (
+            isinstance(paths, (list, tuple)) and any(isinstance(p, bytes) for p in paths)
+        ):
+            paths = [os.fsdecode(p) for p in ([paths] if isinstance(paths, bytes) else paths)]
         try:
             codecs.lookup(encoding)
         except (LookupError, TypeError):
             raise ValueError(f"TextLineData: unknown encoding {encoding!r}") from None
-        self.paths = [os.fspath(p) for p in plist]
+        self._storage = ShardStorage(
+            "TextLineData",
+            paths,
+            storage_options=storage_options,
+            prefetch_shards=prefetch_shards,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            retries=retries,
+            timeout=timeout,
+            name="paths",
+        )
+        self.paths = self._storage.urls
         self.strip_newline = strip_newline
         self.encoding = encoding
         self._shuffle = shuffle
 
     def reset_state(self) -> None:
         super().reset_state()
-        missing = [p for p in self.paths if not os.path.isfile(p)]
+        missing = [p for p in self.paths if not self._storage.remote and not os.path.isfile(p)]
         if missing:
             raise FileNotFoundError(f"TextLineData: no such file: {', '.join(map(repr, missing))}")
 
@@ -68,27 +87,34 @@ class TextLineData(RNGDataFlow[Any]):
         resume = self.__dict__.pop("_resume", None) or (0, 0)
         self._epoch_rng = rng.bit_generator.state  # a resumed epoch's start: just loaded
         perm = rng.permutation(len(self.paths)).tolist()
-        paths = [self.paths[i] for i in perm] if self._shuffle else self.paths
+        order = perm if self._shuffle else list(range(len(self.paths)))
         # file index, the open file, and where the file at that index starts being read
         self._where: list[Any] = [resume[0], None, resume[1]]
-        return self._lines(paths, *resume)
+        return self._lines(order, *resume)
 
-    def _lines(self, paths: list[str], first: int, offset: int) -> Iterator[list[str]]:
+    def _lines(self, order: list[int], first: int, offset: int) -> Iterator[list[str]]:
         where, strip = self._where, self.strip_newline
-        for k in range(first, len(paths)):
-            where[0], where[2] = k, offset if k == first else 0
-            with open(paths[k], encoding=self.encoding) as f:
-                where[1] = f
-                if k == first and offset:
-                    f.seek(offset)
-                readline = f.readline  # not ``for line in f``: that disables f.tell()
-                while True:
-                    line = readline()
-                    if not line:
-                        break
-                    yield [line[:-1] if strip and line[-1:] == "\n" else line]
-            where[1] = None
-        where[0] = len(paths)
+        files = self._storage.iterate(order[first:], offset & _BYTE_POSITION)
+        with closing(files):
+            for k, (_, raw) in enumerate(files, first):
+                where[0], where[2] = k, offset if k == first else 0
+                with io.TextIOWrapper(raw, encoding=self.encoding) as f:
+                    where[1] = f
+                    if k == first and offset:
+                        f.seek(offset)
+                    readline = f.readline  # not ``for line in f``: that disables f.tell()
+                    while True:
+                        line = readline()
+                        if not line:
+                            break
+                        yield [line[:-1] if strip and line[-1:] == "\n" else line]
+                where[1] = None
+        where[0] = len(order)
+
+    def io_stats(self) -> dict[str, int]:
+        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
+        reads of remote files (all zero for local files)."""
+        return self._storage.io_stats()
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         state: dict[str, Any] = {"files": len(self.paths), "rng": self._save_rng()}

@@ -211,13 +211,14 @@ def test_tfrecord_resume_seeks_to_the_byte_offset(
         next(it)
     state = df.state_dict()
     starts: list[tuple[int, int]] = []
-    real = tfrecord.read_records
+    real = tfrecord.read_records_from
 
-    def spy(stage: str, path: str, verify_crc: bool = True, offset: int = 0, index: int = 0) -> Any:
+    def spy(stage: str, path: str, f: Any, verify_crc: bool = True, offset: int = 0, index: int = 0) -> Any:
         starts.append((offset, index))
-        return real(stage, path, verify_crc, offset, index)
+        assert f.tell() == offset  # the file is opened at the offset: nothing before it is read
+        return real(stage, path, f, verify_crc, offset, index)
 
-    monkeypatch.setattr(tfrecord, "read_records", spy)
+    monkeypatch.setattr(tfrecord, "read_records_from", spy)
     again = TFRecordData(files["a.tfrecord"])
     again.load_state_dict(state)
     again.reset_state()

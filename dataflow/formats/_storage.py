@@ -1,0 +1,405 @@
+"""Where a reader's files live: :class:`ShardStorage` (local paths, or any fsspec URL).
+
+Every file-reading source takes the same keyword arguments (:data:`STORAGE_ARGS`) and hands
+them to one ``ShardStorage``; :doc:`/remote` is the user's side. Local paths keep the plain
+``open`` (fsspec is not imported); URLs go through fsspec, imported when one is given.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import io
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Generator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import IO, Any, Union
+
+from .._errors import FormatError
+from ._common import require
+from ._shard_cache import ShardCache
+
+__all__ = ["STORAGE_ARGS", "PathSpec", "ShardStorage", "is_remote", "redact"]
+
+PathSpec = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+STORAGE_ARGS = ("storage_options", "prefetch_shards", "cache_dir", "cache_limit", "retries", "timeout")
+
+_log = logging.getLogger("dataflow")
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_GLOB = re.compile(r"[*?\[]")
+_TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "InternalError",
+        "ServiceUnavailable",
+        "500",
+        "502",
+        "503",
+        "504",
+    }
+)
+_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+def redact(url: str) -> str:
+    """``url`` as errors and logs show it: without ``user:password@`` and without the query
+    string (where presigned URLs carry their signature)."""
+    m = _URL.match(url)
+    if m is None:
+        return url
+    rest = url[m.end() :]
+    rest = rest.split("@", 1)[1] if "@" in rest.split("/", 1)[0] else rest
+    return f"{m.group(1)}://{rest.split('?', 1)[0]}{'?...' if '?' in rest else ''}"
+
+
+def is_remote(path: object) -> bool:
+    """Whether ``path`` (a path, a URL, or a list of them) names a remote file."""
+    entries = path if isinstance(path, (list, tuple)) else [path]
+    return any(isinstance(e, str) and _is_url(e) for e in entries)
+
+
+def _is_url(text: str) -> bool:
+    m = _URL.match(text)
+    return m is not None and m.group(1) != "file"
+
+
+def _transient(error: BaseException) -> bool:
+    """Whether a failed request may succeed when tried again."""
+    if isinstance(error, _PERMANENT):
+        return False
+    status = getattr(error, "status", None)
+    if isinstance(status, int):
+        return status in _TRANSIENT_STATUS
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", "")) in _TRANSIENT_CODES
+    module = type(error).__module__.split(".")[0]
+    return isinstance(error, (OSError, TimeoutError)) or module in ("aiohttp", "botocore", "aiobotocore")
+
+
+class _Window(io.BytesIO):
+    """The bytes of a file from byte ``base`` on, as a seekable file whose positions are the
+    file's own (``tell()`` after reading ``k`` bytes is ``base + k``)."""
+
+    def __init__(self, data: bytes, base: int) -> None:
+        super().__init__(data)
+        self.base = base
+
+    def tell(self) -> int:
+        return super().tell() + self.base
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if whence == 0:
+            if pos < self.base:
+                raise OSError(f"cannot seek to byte {pos}: this copy of the file starts at byte {self.base}")
+            pos -= self.base
+        return super().seek(pos, whence) + self.base
+
+
+class ShardStorage:
+    """The files of one reader (*shards*): what they are, and fetching them.
+
+    ``path`` is a local path, an fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``,
+    ``hf://``, ``memory://``; ``file://`` is read as a local path), a list of them, or a glob
+    (``*``, ``?``, ``[...]``; expanded once, here, sorted). The list is :attr:`urls`.
+
+    Remote files are fetched whole (one request; from the resume offset for the first file
+    of a resumed epoch) by up to ``prefetch_shards`` background threads ahead of the reader,
+    so a store's latency is hidden behind the reading of the file before. Each request has
+    ``timeout`` seconds (a dead connection never hangs a reader); transient failures
+    (timeouts, dropped connections, HTTP 408/429/5xx, S3 ``SlowDown``) are tried again up to
+    ``retries`` times with exponential backoff and jitter, counted in :meth:`io_stats` and
+    logged once. A missing object raises :class:`FileNotFoundError`, a denied one
+    :class:`PermissionError`, an object whose size differs from its listing
+    :class:`~dataflow.FormatError`, each naming the URL without credentials.
+
+    With ``cache_dir`` each fetched file is kept there (see :class:`ShardCache`: at most
+    ``cache_limit`` bytes, one download per file per node, shared by the node's processes).
+    ``storage_options`` go to fsspec as they are; they never appear in a ``repr``, an error,
+    a log line or a state. Thread-safe; after ``fork`` each process opens its own
+    connections (fsspec's filesystems are per process) and counts its own requests.
+    """
+
+    def __init__(
+        self,
+        stage: str,
+        path: PathSpec,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        prefetch_shards: int = 2,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+        retries: int = 5,
+        timeout: float | None = 60.0,
+        name: str = "path",
+    ) -> None:
+        self.stage = stage
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise TypeError(
+                f"{stage}: storage_options must be a dict or None, got {type(storage_options).__name__}"
+            )
+        for arg, value in (("prefetch_shards", prefetch_shards), ("retries", retries)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{stage}: {arg} must be an int >= 0, got {value!r}")
+        if cache_limit is not None and (
+            isinstance(cache_limit, bool) or not isinstance(cache_limit, int) or cache_limit <= 0
+        ):
+            raise ValueError(
+                f"{stage}: cache_limit must be a number of bytes > 0 or None, got {cache_limit!r}"
+            )
+        if cache_limit is not None and cache_dir is None:
+            raise ValueError(f"{stage}: cache_limit={cache_limit} needs cache_dir=, the folder it bounds")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+        ):
+            raise ValueError(f"{stage}: timeout must be seconds > 0 or None, got {timeout!r}")
+        self._options = dict(storage_options or {})
+        self.prefetch_shards, self.retries, self.timeout = prefetch_shards, retries, timeout
+        self._cache = ShardCache(os.fspath(cache_dir), cache_limit) if cache_dir is not None else None
+        self._lock = threading.Lock()
+        self._stats = {"requests": 0, "bytes": 0, "retries": 0, "cache_hits": 0}
+        self._logged_retry = False
+        self.urls, self.sizes = self._resolve(path, name)
+        self.remote = any(_is_url(u) for u in self.urls)
+
+    @classmethod
+    def single(cls, stage: str, path: str, name: str, storage: Mapping[str, Any]) -> ShardStorage:
+        """The storage of a reader of one file, from the reader's ``**storage`` keyword
+        arguments (only :data:`STORAGE_ARGS`; a glob must match exactly one file)."""
+        unknown = sorted(set(storage) - set(STORAGE_ARGS))
+        if unknown:
+            raise TypeError(
+                f"{stage}: unexpected keyword argument {unknown[0]!r}; the options of remote files "
+                f"are {', '.join(STORAGE_ARGS)}"
+            )
+        made = cls(stage, path, name=name, **storage)
+        if len(made.urls) != 1:
+            raise ValueError(
+                f"{stage}: {name} must name one file, but {redact(path)!r} matches {len(made.urls)}"
+            )
+        return made
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        shown = ", ".join(redact(u) for u in self.urls[:3]) + (", ..." if len(self.urls) > 3 else "")
+        return f"ShardStorage([{shown}], {len(self.urls)} files)"
+
+    # -- the list of files -------------------------------------------------------------------
+
+    def _resolve(self, path: PathSpec, name: str) -> tuple[list[str], list[int | None]]:
+        stage = self.stage
+        entries = [path] if isinstance(path, (str, os.PathLike)) else path
+        if isinstance(entries, (bytes, Mapping)) or not isinstance(entries, Sequence) or not entries:
+            raise TypeError(
+                f"{stage}: {name} must be a path, a URL, a glob or a non-empty list of them, "
+                f"got {type(path).__name__} ({path!r})"
+            )
+        urls: list[str] = []
+        sizes: list[int | None] = []
+        for entry in entries:
+            if not isinstance(entry, (str, os.PathLike)):
+                raise TypeError(
+                    f"{stage}: each path must be a str or os.PathLike, got {type(entry).__name__} ({entry!r})"
+                )
+            text = os.fspath(entry)
+            if text.startswith("file://"):
+                text = text[len("file://") :]
+            if not _GLOB.search(text.split("?", 1)[0] if _is_url(text) else text):
+                urls.append(text)
+                sizes.append(None)
+            elif not _is_url(text):
+                found = sorted(_glob.glob(text))
+                if not found:
+                    raise FileNotFoundError(f"{stage}: no file matches {text!r}")
+                urls += found
+                sizes += [None] * len(found)
+            else:
+                listed = self._glob(text)
+                urls += [u for u, _ in listed]
+                sizes += [s for _, s in listed]
+        return urls, sizes
+
+    def _glob(self, pattern: str) -> list[tuple[str, int | None]]:
+        fs, path = self._fs(pattern)
+        self._count(requests=1)
+        try:
+            found = fs.glob(path, detail=True)
+        except Exception as e:
+            raise OSError(f"{self.stage}: cannot list {redact(pattern)}: {type(e).__name__}") from e
+        files = sorted((p, info) for p, info in found.items() if info.get("type", "file") != "directory")
+        if not files:
+            raise FileNotFoundError(f"{self.stage}: no object matches {redact(pattern)}")
+        out = []
+        for p, info in files:
+            size = info.get("size")
+            out.append((fs.unstrip_protocol(p), int(size) if isinstance(size, int) else None))
+        return out
+
+    def _fs(self, url: str) -> tuple[Any, str]:
+        fsspec_core = require("fsspec.core", "remote", self.stage)
+        fs, path = fsspec_core.url_to_fs(url, **self._options)
+        return fs, path
+
+    # -- fetching ----------------------------------------------------------------------------
+
+    def io_stats(self) -> dict[str, int]:
+        """``requests`` made, ``bytes`` received, ``retries`` and ``cache_hits`` of this
+        process (since the flow was built, or since this process was forked)."""
+        with self._lock:
+            return dict(self._stats)
+
+    def _count(self, **deltas: int) -> None:
+        with self._lock:
+            for key, value in deltas.items():
+                self._stats[key] += value
+
+    def fetch(self, index: int, start: int = 0) -> bytes:
+        """The bytes of file ``index`` from byte ``start`` to its end (retried, see above)."""
+        url = self.urls[index]
+        if not _is_url(url):
+            with open(url, "rb") as f:
+                f.seek(start)
+                return f.read()
+        fs, path = self._fs(url)
+        kwargs = {"timeout": self.timeout} if getattr(fs, "async_impl", False) else {}
+        attempt = 0
+        while True:
+            self._count(requests=1)
+            try:
+                data = fs.cat_file(path, start=start, end=None, **kwargs)  # a Range: no size lookup first
+                break
+            except FileNotFoundError as e:
+                raise FileNotFoundError(f"{self.stage}: no such object: {redact(url)}") from e
+            except PermissionError as e:
+                raise PermissionError(
+                    f"{self.stage}: access denied to {redact(url)}; check the credentials in storage_options"
+                ) from e
+            except Exception as e:
+                if not _transient(e):
+                    raise
+                if attempt >= self.retries:
+                    kind = TimeoutError if isinstance(e, TimeoutError) else ConnectionError
+                    raise kind(
+                        f"{self.stage}: {redact(url)}: gave up after {attempt + 1} attempts "
+                        f"(last: {_describe(e)}); raise retries= or timeout= if the store is slow"
+                    ) from e
+                self._retry_wait(url, e, attempt)
+                attempt += 1
+        data = bytes(data)
+        self._count(bytes=len(data))
+        size = self.sizes[index]
+        if size is not None and len(data) != size - start:
+            raise FormatError(
+                f"{self.stage}: {redact(url)} changed while being read: its listing said {size} bytes, "
+                f"reading from byte {start} gave {len(data)}"
+            )
+        return data
+
+    def _retry_wait(self, url: str, error: BaseException, attempt: int) -> None:
+        with self._lock:
+            self._stats["retries"] += 1
+            first, self._logged_retry = not self._logged_retry, True
+        if first:
+            _log.warning(
+                "%s: %s failed (%s); retrying with backoff (further retries are counted in io_stats())",
+                self.stage,
+                redact(url),
+                _describe(error),
+            )
+        time.sleep(min(8.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+
+    def open(self, index: int, start: int = 0) -> IO[bytes]:
+        """File ``index`` as a seekable binary file positioned at byte ``start`` (whose
+        ``tell()`` gives positions in the whole file)."""
+        url = self.urls[index]
+        if not _is_url(url):
+            f = open(url, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
+            if start:
+                f.seek(start)
+            return f
+        if self._cache is not None:
+            local, hit = self._cache.get(url, self.sizes[index], lambda: self.fetch(index, 0))
+            if hit:
+                self._count(cache_hits=1)
+            f = open(local, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
+            f.seek(start)
+            return f
+        return _Window(self.fetch(index, start), start)
+
+    def iterate(
+        self, order: Sequence[int], first_start: int = 0
+    ) -> Generator[tuple[int, IO[bytes]], None, None]:
+        """``(index, file)`` for each file of ``order`` (the first opened at ``first_start``),
+        each closed when the next is asked for or the iterator is closed; remote files are
+        fetched up to ``prefetch_shards`` ahead, in the background."""
+        if not self.remote or self.prefetch_shards == 0:
+            for k, index in enumerate(order):
+                with self.open(index, first_start if k == 0 else 0) as f:
+                    yield index, f
+            return
+        pool = ThreadPoolExecutor(self.prefetch_shards, thread_name_prefix=f"{self.stage}-fetch")
+        pending: deque[tuple[int, Future[IO[bytes]]]] = deque()
+        upcoming = iter(enumerate(order))
+        try:
+            for k, index in upcoming:
+                pending.append((index, pool.submit(self.open, index, first_start if k == 0 else 0)))
+                if len(pending) > self.prefetch_shards:
+                    break
+            while pending:
+                index, future = pending.popleft()
+                nxt = next(upcoming, None)
+                if nxt is not None:
+                    pending.append((nxt[1], pool.submit(self.open, nxt[1], 0)))
+                with future.result() as f:
+                    yield index, f
+        finally:
+            for _, future in pending:
+                if not future.cancel():
+                    future.add_done_callback(_close_fetched)
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def fetch_sibling(self, index: int, suffix: str) -> bytes | None:
+        """The bytes of the file named like file ``index`` plus ``suffix`` (an index file
+        beside a shard), or ``None`` if there is none. One request, retried like
+        :meth:`fetch`; never cached."""
+        url = self.urls[index]
+        if not _is_url(url):
+            try:
+                with open(url + suffix, "rb") as f:
+                    return f.read()
+            except FileNotFoundError:
+                return None
+        sibling = ShardStorage.__new__(ShardStorage)
+        sibling.__dict__.update(self.__dict__)
+        sibling.urls, sibling.sizes = [url + suffix], [None]
+        try:
+            return sibling.fetch(0)
+        except FileNotFoundError:
+            return None
+
+
+def _close_fetched(future: Future[IO[bytes]]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()
+
+
+def _describe(error: BaseException) -> str:
+    status = getattr(error, "status", None)
+    return f"{type(error).__name__}{f' {status}' if isinstance(status, int) else ''}"
