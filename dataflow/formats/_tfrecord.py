@@ -36,6 +36,7 @@ from .._state import checking_only
 from .._state_fields import check_file_count, int_field, offset_field
 from ..base import DataFlow
 from ..sources._indexed import IndexedSource, cursor
+from ..sources._order import ShardSpec
 from ._common import FormatError, PathType, check_meta
 from ._storage import PathSpec, ShardStorage, is_remote, redact
 from ._tfrecord_io import (
@@ -155,6 +156,9 @@ class TFRecordData(DataFlow[Any]):
         self._seed = seeding.check_seed(stage, seed)
         self._shard_seed: int | None = None
         self._epoch = 0
+        self._file_shard: ShardSpec | None = None  # this rank's files, given by ShardData
+        self._totals: list[int] = []
+        self._yielded = 0
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise ValueError(f"{stage}: size must be an int >= 0 or None, got {size!r}")
         if not isinstance(decode, (bool, str)) or decode not in _DECODE:
@@ -233,7 +237,8 @@ class TFRecordData(DataFlow[Any]):
         return self._storage.io_stats()
 
     def __len__(self) -> int:
-        if self._size is not None:
+        spec = self._file_shard
+        if self._size is not None and spec is None:
             return self._size
         if self._counts is None:
             self._counts = self._read_counts()
@@ -244,38 +249,97 @@ class TFRecordData(DataFlow[Any]):
                 f"unknown; pass size= if you know it, or write its index once with "
                 f"dataflow.TFRecordSerializer.write_index(path)"
             )
-        return sum(c for c in counts if c is not None)
+        if spec is None:
+            return sum(c for c in counts if c is not None)
+        limit = self._rank_limit()
+        return limit if limit is not None else sum(counts[i] or 0 for i in self._rank_files())
+
+    def _set_shard(self, spec: ShardSpec) -> bool:
+        """Called by :class:`~dataflow.ShardData` right after this reader: take rank
+        ``spec.index``'s files (not records) when there are at least as many files as ranks
+        and no padding is asked for; otherwise ``False`` (sharded by position)."""
+        if len(self.paths) < spec.num_shards or spec.pad:
+            return False
+        self._file_shard = spec
+        return True
+
+    def _rank_files(self) -> list[int]:
+        """The files of this rank, the same every epoch: with ``equal=True`` assigned so that
+        the ranks' record counts are as even as they can be (the largest file first, to the
+        rank with the fewest records), else every ``num_shards``-th file."""
+        spec = self._file_shard
+        if spec is None:
+            return list(range(len(self.paths)))
+        if not spec.equal:
+            return list(range(spec.index, len(self.paths), spec.num_shards))
+        counts = self._known_counts()
+        totals = [0] * spec.num_shards
+        mine: list[int] = []
+        for i in sorted(range(len(counts)), key=lambda i: (-counts[i], i)):
+            rank = min(range(spec.num_shards), key=lambda r: (totals[r], r))
+            totals[rank] += counts[i]
+            if rank == spec.index:
+                mine.append(i)
+        self._totals = totals
+        return sorted(mine)
+
+    def _rank_limit(self) -> int | None:
+        """With ``equal=True``, the datapoints every rank yields: the fewest any rank has."""
+        spec = self._file_shard
+        if spec is None or not spec.equal:
+            return None
+        self._rank_files()
+        return min(self._totals)
+
+    def _known_counts(self) -> list[int]:
+        if self._counts is None:
+            self._counts = self._read_counts()
+        if any(c is None for c in self._counts):
+            missing = self.paths[self._counts.index(None)]
+            raise ValueError(
+                f"{type(self).__name__}: .shard(equal=True) splits the files so that every rank "
+                f"gets as many records, which needs each file's record count, but {redact(missing)} "
+                f"has no index file; write the indexes once with "
+                f"dataflow.TFRecordSerializer.write_index(path), or shard with equal=False"
+            )
+        return [c or 0 for c in self._counts]
 
     def __iter__(self) -> Iterator[Any]:
         resume = self.__dict__.pop("_resume_at", None)
         if resume is None:
             self._epoch += 1
-        where = self._where = list(resume) if resume is not None else [0, 0, 0, 0]
+        self._yielded = resume[4] if resume is not None else 0
+        where = self._where = list(resume[:4]) if resume is not None else [0, 0, 0, 0]
         return self._track(self._records(where))
 
     def _epoch_order(self) -> list[int]:
-        """The files of this epoch, in the order they are read: file order, or with remote
-        files and ``shuffle=True`` a permutation drawn from the seed and the epoch."""
-        n = len(self.paths)
+        """The files of this epoch (this rank's, when sharded), in the order they are read:
+        file order, or with remote files and ``shuffle=True`` a permutation drawn from the
+        seed and the epoch."""
+        files = self._rank_files()
         if not self._shard_shuffle:
-            return list(range(n))
+            return files
         if self._shard_seed is None:
             raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        order: list[int] = np.random.default_rng([self._shard_seed, self._epoch]).permutation(n).tolist()
-        return order
+        perm = np.random.default_rng([self._shard_seed, self._epoch]).permutation(len(files))
+        return [files[k] for k in perm]
 
     def _records(self, where: list[int]) -> Iterator[Any]:
         """Every file of the epoch from ``where = [position in the epoch's order, byte
         offset, record index, records read]`` on; ``where`` is kept at the next record to
         read (the state's position)."""
-        order = self._epoch_order()
+        order, limit = self._epoch_order(), self._rank_limit()
+        if limit is not None and self._yielded >= limit:
+            return
         files = self._storage.iterate(order[where[0] :], 0 if self._shard_shuffle else where[1])
         with closing(files):
             for i, f in files:
-                if self._shard_shuffle:
-                    yield from self._read_shuffled(i, f, where)
-                else:
-                    yield from self._read_file(i, f, where)
+                read = self._read_shuffled if self._shard_shuffle else self._read_file
+                for dp in read(i, f, where):
+                    self._yielded += 1
+                    yield dp
+                    if limit is not None and self._yielded >= limit:
+                        return
                 where[:] = [where[0] + 1, 0, 0, 0]
 
     def _read_shuffled(self, i: int, f: IO[bytes], where: list[int]) -> Iterator[Any]:
@@ -321,6 +385,7 @@ class TFRecordData(DataFlow[Any]):
         where = self.__dict__.get("_where")
         if live and where is not None:
             state.update(file=where[0], offset=str(where[1]), record=where[2], read=where[3])
+            state["yielded"] = self._yielded
         return state
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
@@ -342,6 +407,7 @@ class TFRecordData(DataFlow[Any]):
             offset,
             int_field(stage, state, "record", 0),
             int_field(stage, state, "read", 0),
+            int_field(stage, state, "yielded", 0) if "yielded" in state else 0,
         )
         self._resume_at = where
 

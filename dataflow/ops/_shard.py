@@ -61,10 +61,10 @@ class ShardData(ProxyDataFlow):
             )
         self.num_shards, self.index = n, i
         self.spec = ShardSpec(n, i, bool(equal), bool(pad))
-        self.by_index = isinstance(ds, IndexedSource)
-        if isinstance(ds, IndexedSource):
-            ds._set_shard(self.spec)
-        else:
+        # a random-access source visits this rank's indices, a file reader reads its files
+        take_shard = getattr(ds, "_set_shard", None)
+        self.by_index = callable(take_shard) and bool(take_shard(self.spec))
+        if not self.by_index:
             _hint_index_sharding(ds)
 
     def reset_state(self) -> None:

@@ -58,7 +58,7 @@ class IndexedSource(RNGDataFlow[T_co]):
     def __len__(self) -> int:
         return shard_length(self._num_items(), self._shard)
 
-    def _set_shard(self, spec: ShardSpec) -> None:
+    def _set_shard(self, spec: ShardSpec) -> bool:
         """Visit only shard ``spec`` from now on (called by :class:`~dataflow.ShardData`)."""
         if self._shard is not None and self._shard != spec:
             raise ValueError(
@@ -66,6 +66,7 @@ class IndexedSource(RNGDataFlow[T_co]):
                 f"{self._shard.num_shards}; build one source per .shard() call"
             )
         self._shard = spec
+        return True
 
     def __iter__(self) -> Iterator[Any]:
         start, self._resume_position = self._resume_position, None
