@@ -12,6 +12,7 @@ from typing import Any
 from .._state_fields import check_file_count, field, int_field, offset_field, plain_rng_state
 from ..base import RNGDataFlow
 from ..formats._storage import PathSpec, ShardStorage
+from ._order import ShardSpec
 
 __all__ = ["TextLineData"]
 
@@ -72,6 +73,7 @@ class TextLineData(RNGDataFlow[Any]):
             name="paths",
         )
         self.paths = self._storage.urls
+        self._rank_files = list(range(len(self.paths)))
         self.strip_newline = strip_newline
         self.encoding = encoding
         self._shuffle = shuffle
@@ -86,8 +88,9 @@ class TextLineData(RNGDataFlow[Any]):
         rng = self.rng  # raises before reset_state
         resume = self.__dict__.pop("_resume", None) or (0, 0)
         self._epoch_rng = rng.bit_generator.state  # a resumed epoch's start: just loaded
-        perm = rng.permutation(len(self.paths)).tolist()
-        order = perm if self._shuffle else list(range(len(self.paths)))
+        files = self._rank_files
+        perm = rng.permutation(len(files)).tolist()
+        order = [files[k] for k in perm] if self._shuffle else files
         # file index, the open file, and where the file at that index starts being read
         self._where: list[Any] = [resume[0], None, resume[1]]
         return self._lines(order, *resume)
@@ -110,6 +113,16 @@ class TextLineData(RNGDataFlow[Any]):
                         yield [line[:-1] if strip and line[-1:] == "\n" else line]
                 where[1] = None
         where[0] = len(order)
+
+    def _set_shard(self, spec: ShardSpec) -> bool:
+        """Called by :class:`~dataflow.ShardData` right after this source: with
+        ``equal=False`` and at least as many files as ranks, rank ``spec.index`` reads every
+        ``num_shards``-th file (and fetches only those); otherwise ``False``: line counts are
+        unknown, so equal counts need sharding by position."""
+        if spec.equal or spec.pad or len(self.paths) < spec.num_shards:
+            return False
+        self._rank_files = list(range(spec.index, len(self.paths), spec.num_shards))
+        return True
 
     def io_stats(self) -> dict[str, int]:
         """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
