@@ -280,5 +280,5 @@ class HDF5Serializer:
         **storage: Any,
     ) -> HDF5Data:
         """An :class:`HDF5Data` over ``data_paths`` of ``path`` (a local path or a URL, with
-        the keyword arguments of remote files: see :doc:`/remote`)."""
+        the keyword arguments of remote files: see :doc:`/object_stores`)."""
         return HDF5Data(path, data_paths, shuffle=shuffle, seed=seed, **storage)

@@ -206,7 +206,7 @@ class NumpySerializer:
         :class:`~dataflow.FormatError`. An npz written by tensorpack's ``NumpySerializer``
         (a pickled object array) is read only with ``allow_pickle=True``, like
         :func:`numpy.load`; its datapoints come back as lists, as they went in. ``path`` may
-        be a URL, read with the keyword arguments of remote files (see :doc:`/remote`)."""
+        be a URL, read with the keyword arguments of remote files (see :doc:`/object_stores`)."""
         stage = "NumpySerializer.load"
         storage_ = ShardStorage.single(stage, fspath(stage, "path", path), "path", storage)
         return _NumpyData(storage_, shuffle, seed, allow_pickle)

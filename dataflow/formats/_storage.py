@@ -1,7 +1,7 @@
 """Where a reader's files live: :class:`ShardStorage` (local paths, or any fsspec URL).
 
 Every file-reading source takes the same keyword arguments (:data:`STORAGE_ARGS`) and hands
-them to one ``ShardStorage``; :doc:`/remote` is the user's side. Local paths keep the plain
+them to one ``ShardStorage``; :doc:`/object_stores` is the user's side. Local paths keep the plain
 ``open`` (fsspec is not imported); URLs go through fsspec, imported when one is given.
 """
 
@@ -344,29 +344,30 @@ class ShardStorage:
         return _Window(self.fetch(index, start), start)
 
     def iterate(
-        self, order: Sequence[int], first_start: int = 0
+        self, order: Sequence[int], starts: Sequence[int] | None = None
     ) -> Generator[tuple[int, IO[bytes]], None, None]:
-        """``(index, file)`` for each file of ``order`` (the first opened at ``first_start``),
-        each closed when the next is asked for or the iterator is closed; remote files are
-        fetched up to ``prefetch_shards`` ahead, in the background."""
+        """``(index, file)`` for each file of ``order``, opened at the byte ``starts[k]``
+        (default 0), each closed when the next is asked for or the iterator is closed;
+        remote files are fetched up to ``prefetch_shards`` ahead, in the background."""
+        begin = list(starts) if starts is not None else [0] * len(order)
         if not self.remote or self.prefetch_shards == 0:
-            for k, index in enumerate(order):
-                with self.open(index, first_start if k == 0 else 0) as f:
+            for index, start in zip(order, begin):
+                with self.open(index, start) as f:
                     yield index, f
             return
         pool = ThreadPoolExecutor(self.prefetch_shards, thread_name_prefix=f"{self.stage}-fetch")
         pending: deque[tuple[int, Future[IO[bytes]]]] = deque()
-        upcoming = iter(enumerate(order))
+        upcoming = iter(zip(order, begin))
         try:
-            for k, index in upcoming:
-                pending.append((index, pool.submit(self.open, index, first_start if k == 0 else 0)))
+            for index, start in upcoming:
+                pending.append((index, pool.submit(self.open, index, start)))
                 if len(pending) > self.prefetch_shards:
                     break
             while pending:
                 index, future = pending.popleft()
                 nxt = next(upcoming, None)
                 if nxt is not None:
-                    pending.append((nxt[1], pool.submit(self.open, nxt[1], 0)))
+                    pending.append((nxt[0], pool.submit(self.open, *nxt)))
                 with future.result() as f:
                     yield index, f
         finally:

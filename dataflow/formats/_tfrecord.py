@@ -308,9 +308,46 @@ class TFRecordData(DataFlow[Any]):
         resume = self.__dict__.pop("_resume_at", None)
         if resume is None:
             self._epoch += 1
-        self._yielded = resume[4] if resume is not None else 0
-        where = self._where = list(resume[:4]) if resume is not None else [0, 0, 0, 0]
-        return self._track(self._records(where))
+            self._work = [[i, 0, 0, 0] for i in self._epoch_order()]
+            self._pos, self._yielded, self._limit = 0, 0, self._rank_limit()
+        else:
+            self._resume(resume)
+        self._started = True
+        return self._track(self._records())
+
+    def _resume(self, resume: dict[str, Any]) -> None:
+        """The epoch's work from a loaded position: this reader's own (the same order, or a
+        sharded rank's saved list of files left), or its part of the files all ranks left
+        (a state merged by :func:`dataflow.checkpoint.reshard`)."""
+        self._yielded, self._limit = resume["yielded"], resume["limit"]
+        if "work" not in resume:  # not sharded: the order is the epoch's, from the seed
+            self._work = [[i, 0, 0, 0] for i in self._epoch_order()]
+            self._pos = resume["file"]
+            if self._pos < len(self._work):
+                self._work[self._pos][1:] = resume["piece"]
+            return
+        work, spec = resume["work"], self._file_shard
+        self._pos = 0
+        if not resume["merged"] or spec is None:
+            self._work = work
+            return
+        # a merged state: split what every old rank left among the new ranks
+        if not spec.equal:
+            self._work = work[spec.index :: spec.num_shards]
+            return
+        counts = self._known_counts()
+        left = [max(0, counts[p[0]] - p[3]) for p in work]
+        totals = [0] * spec.num_shards
+        mine: list[list[int]] = []
+        for k in sorted(range(len(work)), key=lambda k: (-left[k], k)):
+            rank = min(range(spec.num_shards), key=lambda r: (totals[r], r))
+            totals[rank] += left[k]
+            if rank == spec.index:
+                mine.append(work[k])
+        self._work = mine
+        allowed = resume["limit"]
+        self._limit = min(min(totals), allowed // spec.num_shards) if allowed is not None else min(totals)
+        self._yielded = 0
 
     def _epoch_order(self) -> list[int]:
         """The files of this epoch (this rank's, when sharded), in the order they are read:
@@ -324,28 +361,31 @@ class TFRecordData(DataFlow[Any]):
         perm = np.random.default_rng([self._shard_seed, self._epoch]).permutation(len(files))
         return [files[k] for k in perm]
 
-    def _records(self, where: list[int]) -> Iterator[Any]:
-        """Every file of the epoch from ``where = [position in the epoch's order, byte
-        offset, record index, records read]`` on; ``where`` is kept at the next record to
-        read (the state's position)."""
-        order, limit = self._epoch_order(), self._rank_limit()
+    def _records(self) -> Iterator[Any]:
+        """The records of the epoch's work from ``self._pos`` on. Each piece of work is
+        ``[file, byte offset, record index, records read]`` and is kept at the next record
+        to read (the state's position)."""
+        work, limit = self._work, self._limit
         if limit is not None and self._yielded >= limit:
             return
-        files = self._storage.iterate(order[where[0] :], 0 if self._shard_shuffle else where[1])
+        rest = work[self._pos :]
+        starts = [0 if self._shard_shuffle else piece[1] for piece in rest]
+        files = self._storage.iterate([piece[0] for piece in rest], starts)
+        read = self._read_shuffled if self._shard_shuffle else self._read_file
         with closing(files):
-            for i, f in files:
-                read = self._read_shuffled if self._shard_shuffle else self._read_file
-                for dp in read(i, f, where):
+            for _, f in files:
+                for dp in read(work[self._pos], f):
                     self._yielded += 1
                     yield dp
                     if limit is not None and self._yielded >= limit:
                         return
-                where[:] = [where[0] + 1, 0, 0, 0]
+                self._pos += 1
 
-    def _read_shuffled(self, i: int, f: IO[bytes], where: list[int]) -> Iterator[Any]:
-        """The records of the remote file ``i`` (already fetched whole) in a permutation drawn
-        from the seed, the epoch and the file, from ``where[2]`` records on."""
-        stage, name = type(self).__name__, redact(self.paths[i])
+    def _read_shuffled(self, piece: list[int], f: IO[bytes]) -> Iterator[Any]:
+        """The records of the remote file ``piece[0]`` (fetched whole) in a permutation drawn
+        from the seed, the epoch and the file, from ``piece[2]`` records on."""
+        i, stage = piece[0], type(self).__name__
+        name = redact(self.paths[i])
         decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
         records = [
             (index, offset, data)
@@ -353,24 +393,24 @@ class TFRecordData(DataFlow[Any]):
             if index or data[:8] != HEADER_MAGIC
         ]
         perm = np.random.default_rng([self._shard_seed or 0, self._epoch, i]).permutation(len(records))
-        for k in range(where[2], len(records)):
+        for k in range(piece[2], len(records)):
             index, offset, data = records[perm[k]]
-            where[2:] = k + 1, k + 1
+            piece[2:] = k + 1, k + 1
             yield data if decode is None else decode_record(stage, name, index, offset, data, decode)
 
-    def _read_file(self, i: int, f: IO[bytes], where: list[int]) -> Iterator[Any]:
+    def _read_file(self, piece: list[int], f: IO[bytes]) -> Iterator[Any]:
+        i, start, first, n = piece
         stage, path = type(self).__name__, redact(self.paths[i])
         decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
-        _, start, first, n = where
         expected = self._counts[i] if self._counts is not None else None
         source = "its index says"
         for index, offset, data in read_records_from(stage, path, f, self.verify_crc, start, first):
             if index == 0 and data[:8] == HEADER_MAGIC:  # the header of an older file of ours
                 expected, source = _parse_header(stage, path, data), "the header says"
-                where[1:3] = offset + len(data) + 16, 1
+                piece[1:3] = offset + len(data) + 16, 1
                 continue
             n += 1
-            where[1:] = offset + len(data) + 16, index + 1, n
+            piece[1:] = offset + len(data) + 16, index + 1, n
             yield data if decode is None else decode_record(stage, path, index, offset, data, decode)
         if expected is not None and n != expected:
             raise FormatError(
@@ -382,10 +422,14 @@ class TFRecordData(DataFlow[Any]):
         state: dict[str, Any] = {"files": len(self.paths)}
         if self._shard_shuffle:
             state.update(seed=str(self._shard_seed), epoch=self._epoch)
-        where = self.__dict__.get("_where")
-        if live and where is not None:
-            state.update(file=where[0], offset=str(where[1]), record=where[2], read=where[3])
-            state["yielded"] = self._yielded
+        if not live or not self.__dict__.get("_started"):
+            return state
+        work, pos = self._work, self._pos
+        piece = work[pos][1:] if pos < len(work) else [0, 0, 0]
+        state.update(file=pos, offset=str(piece[0]), record=piece[1], read=piece[2], yielded=self._yielded)
+        if self._file_shard is not None:  # a rank's files: the list of what is left, for reshard
+            state["work"] = [[p[0], str(p[1]), p[2], p[3]] for p in work[pos:]]
+            state["limit"] = self._limit
         return state
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
@@ -401,15 +445,53 @@ class TFRecordData(DataFlow[Any]):
                 self._shard_seed, self._epoch = int(seed), epoch
         if not live or "file" not in state:
             return
-        offset = offset_field(stage, state)
-        where = (
-            int_field(stage, state, "file", 0, len(self.paths)),
-            offset,
-            int_field(stage, state, "record", 0),
-            int_field(stage, state, "read", 0),
-            int_field(stage, state, "yielded", 0) if "yielded" in state else 0,
-        )
-        self._resume_at = where
+        resume: dict[str, Any] = {
+            "file": int_field(stage, state, "file", 0, len(self.paths)),
+            "piece": [
+                offset_field(stage, state),
+                int_field(stage, state, "record", 0),
+                int_field(stage, state, "read", 0),
+            ],
+            "yielded": int_field(stage, state, "yielded", 0) if "yielded" in state else 0,
+            "limit": None,
+        }
+        if "work" in state:
+            resume["work"] = _work_field(stage, state, len(self.paths))
+            limit = state.get("limit")
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+                raise StateError(f"{stage}: state field 'limit' must be an int >= 0 or None, got {limit!r}")
+            resume["limit"] = limit
+            resume["merged"] = state.get("merged") is True
+            if resume["merged"] and self._file_shard is None:
+                raise StateError(
+                    f"{stage}: this state was merged from several ranks by dataflow.checkpoint.reshard; "
+                    f"load it into a pipeline that calls .shard() right after this reader"
+                )
+        self._resume_at = resume
+
+
+def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
+    """The ``work`` field of a state: ``[file, byte offset (a decimal string), record, read]``
+    for each file (part) an epoch has left."""
+    work = state.get("work")
+    out: list[list[int]] = []
+    if isinstance(work, list):
+        for piece in work:
+            ok = (
+                isinstance(piece, list)
+                and len(piece) == 4
+                and isinstance(piece[1], str)
+                and piece[1].isdigit()
+            )
+            ints = ok and all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in piece[::2] + piece[3:]
+            )
+            if not ints or piece[0] >= files:
+                break
+            out.append([piece[0], int(piece[1]), piece[2], piece[3]])
+        else:
+            return out
+    raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")
 
 
 class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):

@@ -32,7 +32,7 @@ class TextLineData(RNGDataFlow[Any]):
 
     ``paths`` may also be fsspec URLs or globs, read with the keyword arguments of remote
     files (``storage_options=``, ``prefetch_shards=``, ``cache_dir=``, ...; see
-    :doc:`/remote`); a resumed remote file is fetched from the resume position on.
+    :doc:`/object_stores`); a resumed remote file is fetched from the resume position on.
     """
 
     def __init__(
@@ -97,7 +97,8 @@ class TextLineData(RNGDataFlow[Any]):
 
     def _lines(self, order: list[int], first: int, offset: int) -> Iterator[list[str]]:
         where, strip = self._where, self.strip_newline
-        files = self._storage.iterate(order[first:], offset & _BYTE_POSITION)
+        rest = order[first:]
+        files = self._storage.iterate(rest, [offset & _BYTE_POSITION] + [0] * (len(rest) - 1))
         with closing(files):
             for k, (_, raw) in enumerate(files, first):
                 where[0], where[2] = k, offset if k == first else 0
