@@ -97,7 +97,9 @@ def reshard(states: Sequence[Mapping[str, Any]], num_shards: int) -> dict[str, A
     by_rank = _ranks(trees, k)
     source_at = k + 1
     source_nodes = [trees[r][source_at][1] for r in by_rank]
-    if "items" not in source_nodes[0].get("state", {}):
+    source_state = source_nodes[0].get("state", {})
+    file_split = "work" in source_state or (not source_nodes[0].get("live") and "files" in source_state)
+    if "items" not in source_state and not file_split:
         raise StateError(
             "reshard: the ShardData does not shard by index (it is not right after a random-access "
             "source), so its ranks read different positions of one stream: the number of shards "
@@ -117,7 +119,8 @@ def reshard(states: Sequence[Mapping[str, Any]], num_shards: int) -> dict[str, A
     out = _decode(out)
     new_tree = _nodes(out["root"])
     new_tree[k][1]["state"] = {"num_shards": None, "index": None}
-    new_tree[source_at][1]["state"] = _merged_source(source_nodes)
+    merge = _merged_files if file_split else _merged_source
+    new_tree[source_at][1]["state"] = merge(source_nodes)
     return out  # type: ignore[no-any-return]
 
 
@@ -135,6 +138,32 @@ def _ranks(trees: list[list[tuple[str, dict[str, Any]]]], k: int) -> list[int]:
             f"and shard indices {sorted(ranks, key=str)})"
         )
     return [ranks[r] for r in range(len(trees))]
+
+
+def _merged_files(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The state of a file reader sharded by file (:class:`~dataflow.TFRecordData`), merged:
+    the files (and parts of files) every old rank had left of the epoch, for the new ranks
+    to split; with ``equal=True`` the datapoints the old ranks still had to yield."""
+    states = [n["state"] for n in nodes]
+    if len({n["live"] for n in nodes}) != 1:
+        raise StateError(
+            "reshard: some ranks were between epochs and others in one; save all at the same step"
+        )
+    for key in ("files", "seed", "epoch"):
+        if any(st.get(key) != states[0].get(key) for st in states):
+            raise StateError(
+                f"reshard: the ranks' sources differ in {key!r}: save all ranks at the same step, same seed"
+            )
+    merged = {key: states[0][key] for key in ("files", "seed", "epoch") if key in states[0]}
+    if not nodes[0]["live"]:
+        return merged
+    limits = [st.get("limit") for st in states]
+    left = None
+    if None not in limits:
+        left = sum(int(lim) - int(st.get("yielded", 0)) for lim, st in zip(limits, states))
+    work = [piece for st in states for piece in st.get("work", [])]
+    merged.update(file=0, offset="0", record=0, read=0, yielded=0, work=work, limit=left, merged=True)
+    return merged
 
 
 def _merged_source(nodes: list[dict[str, Any]]) -> dict[str, Any]:
