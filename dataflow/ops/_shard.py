@@ -29,6 +29,11 @@ class ShardData(ProxyDataFlow):
       ``shuffle=True`` every rank draws the *same* permutation (a global shuffle), so the
       source needs ``seed=`` (or :func:`dataflow.set_seed`), the same on every rank: without
       one, ``reset_state()`` raises rather than let shards overlap.
+    - **By file** when ``ds`` is a multi-file reader (:class:`~dataflow.TFRecordData` in file
+      order or over remote files, :class:`~dataflow.TextLineData` with ``equal=False``) with
+      at least ``num_shards`` files: each rank reads (and fetches) only its own files;
+      ``equal=True`` assigns them by record count and stops every rank at the smallest
+      rank's count (see :doc:`/object_stores`).
     - **By position** otherwise: every rank reads the whole upstream and keeps datapoints
       ``index, index + num_shards, ...``. Correct, but each rank does all the upstream's work:
       put ``.shard()`` right after the source when you can.
