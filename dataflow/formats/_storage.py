@@ -7,6 +7,7 @@ them to one ``ShardStorage``; :doc:`/object_stores` is the user's side. Local pa
 
 from __future__ import annotations
 
+import errno
 import glob as _glob
 import io
 import logging
@@ -82,6 +83,8 @@ def _transient(error: BaseException) -> bool:
     response = getattr(error, "response", None)
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", "")) in _TRANSIENT_CODES
+    if isinstance(error, OSError) and error.errno == errno.EINVAL:  # a request the store refuses
+        return False
     module = type(error).__module__.split(".")[0]
     return isinstance(error, (OSError, TimeoutError)) or module in ("aiohttp", "botocore", "aiobotocore")
 
@@ -191,6 +194,7 @@ class ShardStorage:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         del state["_lock"]
+        state.pop("_filesystems", None)  # connections stay in their process
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -253,9 +257,25 @@ class ShardStorage:
         return out
 
     def _fs(self, url: str) -> tuple[Any, str]:
+        """The filesystem of ``url`` (one per protocol and process) and the path in it."""
         fsspec_core = require("fsspec.core", "remote", self.stage)
-        fs, path = fsspec_core.url_to_fs(url, **self._options)
-        return fs, path
+        protocol = url.split("://", 1)[0]
+        known: tuple[int, dict[str, Any]] | None = self.__dict__.get("_filesystems")
+        if known is None or known[0] != os.getpid():
+            known = (os.getpid(), {})
+            self.__dict__["_filesystems"] = known
+        fs = known[1].get(protocol)
+        if fs is None:
+            options = self._options
+            s3 = protocol in ("s3", "s3a")
+            if s3:  # s3fs's and botocore's own retries would hide the retries we count
+                config = {"retries": {"total_max_attempts": 1}, **options.get("config_kwargs", {})}
+                options = {**options, "config_kwargs": config, "skip_instance_cache": True}
+            fs = fsspec_core.url_to_fs(url, **options)[0]
+            if s3:
+                fs.retries = 1
+            known[1][protocol] = fs
+        return fs, fs._strip_protocol(url)
 
     # -- fetching ----------------------------------------------------------------------------
 
@@ -270,45 +290,52 @@ class ShardStorage:
             for key, value in deltas.items():
                 self._stats[key] += value
 
-    def fetch(self, index: int, start: int = 0) -> bytes:
-        """The bytes of file ``index`` from byte ``start`` to its end (retried, see above)."""
+    def fetch(self, index: int, start: int = 0, end: int | None = None) -> bytes:
+        """The bytes ``start`` to ``end`` (default: its end) of file ``index`` (one ranged
+        request, retried as the class says)."""
         url = self.urls[index]
         if not _is_url(url):
             with open(url, "rb") as f:
                 f.seek(start)
-                return f.read()
+                return f.read() if end is None else f.read(max(0, end - start))
+        size = self.sizes[index]
+        stop = end if end is not None else size
+        if stop is not None and stop <= start:
+            return b""  # nothing to fetch: no request
         fs, path = self._fs(url)
         kwargs = {"timeout": self.timeout} if getattr(fs, "async_impl", False) else {}
         attempt = 0
         while True:
             self._count(requests=1)
             try:
-                data = fs.cat_file(path, start=start, end=None, **kwargs)  # a Range: no size lookup first
+                data = fs.cat_file(path, start=start, end=end, **kwargs)  # a Range: no size lookup first
                 break
-            except FileNotFoundError as e:
-                raise FileNotFoundError(f"{self.stage}: no such object: {redact(url)}") from e
-            except PermissionError as e:
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{self.stage}: no such object: {redact(url)}") from None
+            except PermissionError:
                 raise PermissionError(
                     f"{self.stage}: access denied to {redact(url)}; check the credentials in storage_options"
-                ) from e
+                ) from None
             except Exception as e:
+                if _range_past_end(e):  # nothing from ``start`` on (an empty object, or its end)
+                    data = b""
+                    break
                 if not _transient(e):
-                    raise
+                    raise OSError(f"{self.stage}: cannot read {redact(url)}: {_describe(e)}") from None
                 if attempt >= self.retries:
                     kind = TimeoutError if isinstance(e, TimeoutError) else ConnectionError
                     raise kind(
                         f"{self.stage}: {redact(url)}: gave up after {attempt + 1} attempts "
                         f"(last: {_describe(e)}); raise retries= or timeout= if the store is slow"
-                    ) from e
+                    ) from None
                 self._retry_wait(url, e, attempt)
                 attempt += 1
         data = bytes(data)
         self._count(bytes=len(data))
-        size = self.sizes[index]
-        if size is not None and len(data) != size - start:
+        if stop is not None and len(data) != stop - start:
             raise FormatError(
-                f"{self.stage}: {redact(url)} changed while being read: its listing said {size} bytes, "
-                f"reading from byte {start} gave {len(data)}"
+                f"{self.stage}: {redact(url)} changed while being read: bytes {start} to {stop} were "
+                f"asked for (its listing said {size} bytes), {len(data)} came"
             )
         return data
 
@@ -325,9 +352,10 @@ class ShardStorage:
             )
         time.sleep(min(8.0, 0.05 * 2**attempt) * (0.5 + random.random()))
 
-    def open(self, index: int, start: int = 0) -> IO[bytes]:
+    def open(self, index: int, start: int = 0, end: int | None = None) -> IO[bytes]:
         """File ``index`` as a seekable binary file positioned at byte ``start`` (whose
-        ``tell()`` gives positions in the whole file)."""
+        ``tell()`` gives positions in the whole file); a remote file is fetched from ``start``
+        to ``end`` (default: its end), a cached or local one is opened whole."""
         url = self.urls[index]
         if not _is_url(url):
             f = open(url, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
@@ -341,26 +369,31 @@ class ShardStorage:
             f = open(local, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
             f.seek(start)
             return f
-        return _Window(self.fetch(index, start), start)
+        return _Window(self.fetch(index, start, end), start)
 
     def iterate(
-        self, order: Sequence[int], starts: Sequence[int] | None = None
+        self,
+        order: Sequence[int],
+        starts: Sequence[int] | None = None,
+        ends: Sequence[int | None] | None = None,
     ) -> Generator[tuple[int, IO[bytes]], None, None]:
-        """``(index, file)`` for each file of ``order``, opened at the byte ``starts[k]``
-        (default 0), each closed when the next is asked for or the iterator is closed;
-        remote files are fetched up to ``prefetch_shards`` ahead, in the background."""
+        """``(index, file)`` for each file of ``order``, opened (see :meth:`open`) at the
+        byte ``starts[k]`` (default 0) up to ``ends[k]`` (default: the end), each closed when
+        the next is asked for or the iterator is closed; remote files are fetched up to
+        ``prefetch_shards`` ahead, in the background."""
         begin = list(starts) if starts is not None else [0] * len(order)
+        stop = list(ends) if ends is not None else [None] * len(order)
         if not self.remote or self.prefetch_shards == 0:
-            for index, start in zip(order, begin):
-                with self.open(index, start) as f:
+            for index, start, end in zip(order, begin, stop):
+                with self.open(index, start, end) as f:
                     yield index, f
             return
         pool = ThreadPoolExecutor(self.prefetch_shards, thread_name_prefix=f"{self.stage}-fetch")
         pending: deque[tuple[int, Future[IO[bytes]]]] = deque()
-        upcoming = iter(zip(order, begin))
+        upcoming = iter(zip(order, begin, stop))
         try:
-            for index, start in upcoming:
-                pending.append((index, pool.submit(self.open, index, start)))
+            for index, start, end in upcoming:
+                pending.append((index, pool.submit(self.open, index, start, end)))
                 if len(pending) > self.prefetch_shards:
                     break
             while pending:
@@ -401,6 +434,18 @@ def _close_fetched(future: Future[IO[bytes]]) -> None:
         future.result().close()
 
 
+def _range_past_end(error: BaseException) -> bool:
+    """Whether a ranged request failed because the object has no byte at the range's start
+    (HTTP 416; S3's ``InvalidRange``, which s3fs raises as an ``OSError``)."""
+    if getattr(error, "status", None) == 416:
+        return True
+    text = f"{error} {error.__cause__ or ''}"
+    return "InvalidRange" in text or "range is not satisfiable" in text.lower()
+
+
 def _describe(error: BaseException) -> str:
+    """The error's type and status, never its message (which may hold a URL with credentials)."""
     status = getattr(error, "status", None)
-    return f"{type(error).__name__}{f' {status}' if isinstance(status, int) else ''}"
+    code = getattr(error, "errno", None)
+    detail = f" {status}" if isinstance(status, int) else f" errno {code}" if isinstance(code, int) else ""
+    return f"{type(error).__name__}{detail}"

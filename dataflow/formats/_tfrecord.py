@@ -173,6 +173,7 @@ class TFRecordData(DataFlow[Any]):
         self._size = size
         self.verify_crc = bool(verify_crc)
         self._counts: list[int | None] | None = None
+        self._offsets_of: list[np.ndarray | None] = [None] * len(self.paths)  # from the index files
 
     def _read_counts(self) -> list[int | None]:
         """The record count of each file from its index (or the header of an older file of
@@ -185,6 +186,7 @@ class TFRecordData(DataFlow[Any]):
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{stage}: no such file: {path!r}")
             offsets = read_index(stage, path)
+            self._offsets_of[len(counts)] = offsets
             if offsets is not None:
                 counts.append(len(offsets))
                 continue
@@ -212,7 +214,8 @@ class TFRecordData(DataFlow[Any]):
             raw = storage.fetch_sibling(i, INDEX_SUFFIX)
             if raw is None:
                 return None
-            return len(parse_index(stage, redact(self.paths[i]), raw, storage.sizes[i]))
+            offsets = self._offsets_of[i] = parse_index(stage, redact(self.paths[i]), raw, storage.sizes[i])
+            return len(offsets)
 
         with ThreadPoolExecutor(min(16, len(self.paths))) as pool:
             counts = list(pool.map(count, range(len(self.paths))))
@@ -240,9 +243,7 @@ class TFRecordData(DataFlow[Any]):
         spec = self._file_shard
         if self._size is not None and spec is None:
             return self._size
-        if self._counts is None:
-            self._counts = self._read_counts()
-        counts = self._counts
+        counts = self._counts = self._counts if self._counts is not None else self._read_counts()
         if any(c is None for c in counts):
             raise LengthUnknownError(
                 f"{type(self).__name__}: the length of a TFRecord file without an index file is "
@@ -251,45 +252,19 @@ class TFRecordData(DataFlow[Any]):
             )
         if spec is None:
             return sum(c for c in counts if c is not None)
-        limit = self._rank_limit()
-        return limit if limit is not None else sum(counts[i] or 0 for i in self._rank_files())
+        if spec.equal:
+            return sum(counts[i] or 0 for i in range(len(counts))) // spec.num_shards
+        return sum(counts[i] or 0 for i in range(spec.index, len(counts), spec.num_shards))
 
     def _set_shard(self, spec: ShardSpec) -> bool:
-        """Called by :class:`~dataflow.ShardData` right after this reader: take rank
-        ``spec.index``'s files (not records) when there are at least as many files as ranks
-        and no padding is asked for; otherwise ``False`` (sharded by position)."""
+        """Called by :class:`~dataflow.ShardData` right after this reader: rank
+        ``spec.index`` reads its own files (not every file's records) when there are at
+        least as many files as ranks and no padding is asked for; otherwise ``False``
+        (sharded by position)."""
         if len(self.paths) < spec.num_shards or spec.pad:
             return False
         self._file_shard = spec
         return True
-
-    def _rank_files(self) -> list[int]:
-        """The files of this rank, the same every epoch: with ``equal=True`` assigned so that
-        the ranks' record counts are as even as they can be (the largest file first, to the
-        rank with the fewest records), else every ``num_shards``-th file."""
-        spec = self._file_shard
-        if spec is None:
-            return list(range(len(self.paths)))
-        if not spec.equal:
-            return list(range(spec.index, len(self.paths), spec.num_shards))
-        counts = self._known_counts()
-        totals = [0] * spec.num_shards
-        mine: list[int] = []
-        for i in sorted(range(len(counts)), key=lambda i: (-counts[i], i)):
-            rank = min(range(spec.num_shards), key=lambda r: (totals[r], r))
-            totals[rank] += counts[i]
-            if rank == spec.index:
-                mine.append(i)
-        self._totals = totals
-        return sorted(mine)
-
-    def _rank_limit(self) -> int | None:
-        """With ``equal=True``, the datapoints every rank yields: the fewest any rank has."""
-        spec = self._file_shard
-        if spec is None or not spec.equal:
-            return None
-        self._rank_files()
-        return min(self._totals)
 
     def _known_counts(self) -> list[int]:
         if self._counts is None:
@@ -297,80 +272,95 @@ class TFRecordData(DataFlow[Any]):
         if any(c is None for c in self._counts):
             missing = self.paths[self._counts.index(None)]
             raise ValueError(
-                f"{type(self).__name__}: .shard(equal=True) splits the files so that every rank "
-                f"gets as many records, which needs each file's record count, but {redact(missing)} "
-                f"has no index file; write the indexes once with "
-                f"dataflow.TFRecordSerializer.write_index(path), or shard with equal=False"
+                f"{type(self).__name__}: .shard(equal=True) gives every rank as many records, which "
+                f"needs each file's record count, but {redact(missing)} has no index file; write the "
+                f"indexes once with dataflow.TFRecordSerializer.write_index(path), or shard with "
+                f"equal=False"
             )
         return [c or 0 for c in self._counts]
+
+    def _rank_work(self) -> list[list[int]]:
+        """This rank's part of every epoch, as pieces ``[file, first record, end record (-1:
+        the file's end), records done, byte offset]``. Unsharded: every file. ``equal=False``:
+        every ``num_shards``-th file. ``equal=True``: the records of all files in file order
+        cut into ``num_shards`` runs of ``total // num_shards`` (a file at a boundary is read
+        in part by two ranks, each fetching only its own bytes)."""
+        spec = self._file_shard
+        n = len(self.paths)
+        if spec is None or not spec.equal:
+            files = range(n) if spec is None else range(spec.index, n, spec.num_shards)
+            return [[i, 0, -1, 0, 0] for i in files]
+        counts = self._known_counts()
+        whole = [[i, 0, counts[i], 0, 0] for i in range(n)]
+        return _split_equal(whole, spec, sum(counts) // spec.num_shards, self._offsets_of)[spec.index]
 
     def __iter__(self) -> Iterator[Any]:
         resume = self.__dict__.pop("_resume_at", None)
         if resume is None:
             self._epoch += 1
-            self._work = [[i, 0, 0, 0] for i in self._epoch_order()]
-            self._pos, self._yielded, self._limit = 0, 0, self._rank_limit()
+            self._work = self._shuffled(self._rank_work())
+            self._pos, self._yielded = 0, 0
+            spec = self._file_shard
+            self._limit = len(self) if spec is not None and spec.equal else None
         else:
             self._resume(resume)
         self._started = True
         return self._track(self._records())
 
+    def _shuffled(self, work: list[list[int]]) -> list[list[int]]:
+        """The pieces in the order this epoch reads them: as given, or with remote files and
+        ``shuffle=True`` in a permutation drawn from the seed and the epoch."""
+        if not self._shard_shuffle:
+            return work
+        if self._shard_seed is None:
+            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
+        perm = np.random.default_rng([self._shard_seed, self._epoch]).permutation(len(work))
+        return [work[k] for k in perm]
+
     def _resume(self, resume: dict[str, Any]) -> None:
-        """The epoch's work from a loaded position: this reader's own (the same order, or a
-        sharded rank's saved list of files left), or its part of the files all ranks left
+        """The epoch's work from a loaded position: this reader's own (the same pieces, or a
+        sharded rank's saved list of what it has left), or its part of what all ranks left
         (a state merged by :func:`dataflow.checkpoint.reshard`)."""
-        self._yielded, self._limit = resume["yielded"], resume["limit"]
-        if "work" not in resume:  # not sharded: the order is the epoch's, from the seed
-            self._work = [[i, 0, 0, 0] for i in self._epoch_order()]
+        self._yielded, self._limit, self._pos = resume["yielded"], resume["limit"], 0
+        if "work" not in resume:  # unsharded: the pieces are the epoch's, from the seed
+            self._work = self._shuffled(self._rank_work())
             self._pos = resume["file"]
             if self._pos < len(self._work):
-                self._work[self._pos][1:] = resume["piece"]
+                piece = self._work[self._pos]
+                piece[4], piece[3] = resume["offset"], resume["read"]
             return
         work, spec = resume["work"], self._file_shard
-        self._pos = 0
         if not resume["merged"] or spec is None:
             self._work = work
             return
-        # a merged state: split what every old rank left among the new ranks
+        self._yielded = 0
         if not spec.equal:
             self._work = work[spec.index :: spec.num_shards]
             return
         counts = self._known_counts()
-        left = [max(0, counts[p[0]] - p[3]) for p in work]
-        totals = [0] * spec.num_shards
-        mine: list[list[int]] = []
-        for k in sorted(range(len(work)), key=lambda k: (-left[k], k)):
-            rank = min(range(spec.num_shards), key=lambda r: (totals[r], r))
-            totals[rank] += left[k]
-            if rank == spec.index:
-                mine.append(work[k])
-        self._work = mine
-        allowed = resume["limit"]
-        self._limit = min(min(totals), allowed // spec.num_shards) if allowed is not None else min(totals)
-        self._yielded = 0
-
-    def _epoch_order(self) -> list[int]:
-        """The files of this epoch (this rank's, when sharded), in the order they are read:
-        file order, or with remote files and ``shuffle=True`` a permutation drawn from the
-        seed and the epoch."""
-        files = self._rank_files()
-        if not self._shard_shuffle:
-            return files
-        if self._shard_seed is None:
-            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        perm = np.random.default_rng([self._shard_seed, self._epoch]).permutation(len(files))
-        return [files[k] for k in perm]
+        for piece in work:  # in file order, what is left of a piece is a piece of its own
+            if piece[2] < 0:
+                piece[2] = counts[piece[0]]
+            if not self._shard_shuffle and piece[3]:
+                piece[1], piece[3] = piece[1] + piece[3], 0
+        allowed = resume["limit"] if resume["limit"] is not None else sum(p[2] - p[1] - p[3] for p in work)
+        target = allowed // spec.num_shards
+        self._work = _split_equal(work, spec, target, self._offsets_of)[spec.index]
+        self._limit = target
 
     def _records(self) -> Iterator[Any]:
-        """The records of the epoch's work from ``self._pos`` on. Each piece of work is
-        ``[file, byte offset, record index, records read]`` and is kept at the next record
-        to read (the state's position)."""
+        """The records of the epoch's pieces from ``self._pos`` on; each piece is kept at
+        its next record (the state's position)."""
         work, limit = self._work, self._limit
         if limit is not None and self._yielded >= limit:
             return
         rest = work[self._pos :]
-        starts = [0 if self._shard_shuffle else piece[1] for piece in rest]
-        files = self._storage.iterate([piece[0] for piece in rest], starts)
+        starts, ends = [], []
+        for i, first, end, _, offset in rest:
+            offsets = self._offsets_of[i]
+            starts.append(offset if not self._shard_shuffle or offsets is None else int(offsets[first]))
+            ends.append(int(offsets[end]) if offsets is not None and 0 <= end < len(offsets) else None)
+        files = self._storage.iterate([piece[0] for piece in rest], starts, ends)
         read = self._read_shuffled if self._shard_shuffle else self._read_file
         with closing(files):
             for _, f in files:
@@ -382,41 +372,50 @@ class TFRecordData(DataFlow[Any]):
                 self._pos += 1
 
     def _read_shuffled(self, piece: list[int], f: IO[bytes]) -> Iterator[Any]:
-        """The records of the remote file ``piece[0]`` (fetched whole) in a permutation drawn
-        from the seed, the epoch and the file, from ``piece[2]`` records on."""
-        i, stage = piece[0], type(self).__name__
-        name = redact(self.paths[i])
+        """The records of a piece of a remote file in a permutation drawn from the seed, the
+        epoch, the file and the piece's first record, from ``piece[3]`` records on."""
+        i, first, end = piece[:3]
+        stage, name = type(self).__name__, redact(self.paths[i])
         decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
-        records = [
-            (index, offset, data)
-            for index, offset, data in read_records_from(stage, name, f, self.verify_crc)
-            if index or data[:8] != HEADER_MAGIC
-        ]
-        perm = np.random.default_rng([self._shard_seed or 0, self._epoch, i]).permutation(len(records))
-        for k in range(piece[2], len(records)):
+        records: list[tuple[int, int, bytes]] = []
+        for index, offset, data in read_records_from(stage, name, f, self.verify_crc, f.tell(), first):
+            if offset == 0 and data[:8] == HEADER_MAGIC:
+                continue
+            if 0 <= end <= first + len(records):
+                break
+            records.append((index, offset, data))
+        perm = np.random.default_rng([self._shard_seed or 0, self._epoch, i, first]).permutation(len(records))
+        for k in range(piece[3], len(records)):
             index, offset, data = records[perm[k]]
-            piece[2:] = k + 1, k + 1
+            piece[3] = k + 1
             yield data if decode is None else decode_record(stage, name, index, offset, data, decode)
 
     def _read_file(self, piece: list[int], f: IO[bytes]) -> Iterator[Any]:
-        i, start, first, n = piece
+        """The records of a piece of a file in file order, from ``piece[3]`` records on."""
+        i, first, end, done, start = piece
         stage, path = type(self).__name__, redact(self.paths[i])
         decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
-        expected = self._counts[i] if self._counts is not None else None
+        whole = first == 0 and (end < 0 or end == self._offsets_count(i))
+        expected = self._counts[i] if self._counts is not None and whole else None
         source = "its index says"
-        for index, offset, data in read_records_from(stage, path, f, self.verify_crc, start, first):
-            if index == 0 and data[:8] == HEADER_MAGIC:  # the header of an older file of ours
+        for index, offset, data in read_records_from(stage, path, f, self.verify_crc, start, first + done):
+            if offset == 0 and data[:8] == HEADER_MAGIC:  # the header of an older file of ours
                 expected, source = _parse_header(stage, path, data), "the header says"
-                piece[1:3] = offset + len(data) + 16, 1
+                piece[4] = offset + len(data) + 16
                 continue
-            n += 1
-            piece[1:] = offset + len(data) + 16, index + 1, n
+            if 0 <= end <= first + piece[3]:
+                return  # the piece is done (the rest of the file is another rank's)
+            piece[3], piece[4] = piece[3] + 1, offset + len(data) + 16
             yield data if decode is None else decode_record(stage, path, index, offset, data, decode)
-        if expected is not None and n != expected:
+        if expected is not None and piece[3] != expected:
             raise FormatError(
-                f"{stage}: {path}: {source} {expected} records but the file has {n}; "
+                f"{stage}: {path}: {source} {expected} records but the file has {piece[3]}; "
                 f"the file is truncated or damaged"
             )
+
+    def _offsets_count(self, i: int) -> int | None:
+        offsets = self._offsets_of[i]
+        return None if offsets is None else len(offsets)
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         state: dict[str, Any] = {"files": len(self.paths)}
@@ -425,10 +424,18 @@ class TFRecordData(DataFlow[Any]):
         if not live or not self.__dict__.get("_started"):
             return state
         work, pos = self._work, self._pos
-        piece = work[pos][1:] if pos < len(work) else [0, 0, 0]
-        state.update(file=pos, offset=str(piece[0]), record=piece[1], read=piece[2], yielded=self._yielded)
-        if self._file_shard is not None:  # a rank's files: the list of what is left, for reshard
-            state["work"] = [[p[0], str(p[1]), p[2], p[3]] for p in work[pos:]]
+        size = self._storage.sizes
+        while pos < len(work) and (
+            (not self._shard_shuffle and work[pos][4] == size[work[pos][0]])
+            or 0 <= work[pos][2] <= work[pos][1] + work[pos][3]
+        ):
+            pos += 1  # a piece read to its end: resuming does not fetch it again
+        piece = work[pos] if pos < len(work) else [0, 0, -1, 0, 0]
+        state.update(
+            file=pos, offset=str(piece[4]), record=piece[1] + piece[3], read=piece[3], yielded=self._yielded
+        )
+        if self._file_shard is not None:  # a rank's part: the pieces left, for reshard
+            state["work"] = [[p[0], p[1], p[2], p[3], str(p[4])] for p in work[pos:]]
             state["limit"] = self._limit
         return state
 
@@ -447,11 +454,8 @@ class TFRecordData(DataFlow[Any]):
             return
         resume: dict[str, Any] = {
             "file": int_field(stage, state, "file", 0, len(self.paths)),
-            "piece": [
-                offset_field(stage, state),
-                int_field(stage, state, "record", 0),
-                int_field(stage, state, "read", 0),
-            ],
+            "offset": offset_field(stage, state),
+            "read": int_field(stage, state, "read", 0),
             "yielded": int_field(stage, state, "yielded", 0) if "yielded" in state else 0,
             "limit": None,
         }
@@ -470,25 +474,54 @@ class TFRecordData(DataFlow[Any]):
         self._resume_at = resume
 
 
+def _split_equal(
+    work: list[list[int]], spec: ShardSpec, target: int, offsets_of: Sequence[np.ndarray | None]
+) -> list[list[list[int]]]:
+    """``work`` (pieces with known ends) cut into ``spec.num_shards`` runs of ``target``
+    records each, in order: a piece that crosses a run's end is split there when its file's
+    record offsets are known and it is untouched (else the run takes it whole and ends
+    longer; the rank stops at ``target``). The records past the last run are dropped."""
+    runs: list[list[list[int]]] = [[] for _ in range(spec.num_shards)]
+    rank, have = 0, 0
+    for piece in work:
+        i, first, end, done, offset = piece
+        while rank < spec.num_shards and first + done < end:
+            need = target - have
+            if need <= 0:
+                rank, have = rank + 1, 0
+                continue
+            left = end - first - done
+            offsets = offsets_of[i]
+            if left <= need or done or offsets is None:
+                runs[rank].append([i, first, end, done, offset])
+                have += left
+                break
+            cut = first + need
+            runs[rank].append([i, first, cut, 0, offset])
+            first, offset = cut, int(offsets[cut])
+            rank, have = rank + 1, 0
+        else:
+            continue
+    return runs
+
+
 def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
-    """The ``work`` field of a state: ``[file, byte offset (a decimal string), record, read]``
-    for each file (part) an epoch has left."""
+    """The ``work`` field of a state: ``[file, first record, end record (-1: the file's
+    end), records done, byte offset (a decimal string)]`` for each piece an epoch has left."""
     work = state.get("work")
     out: list[list[int]] = []
     if isinstance(work, list):
         for piece in work:
             ok = (
                 isinstance(piece, list)
-                and len(piece) == 4
-                and isinstance(piece[1], str)
-                and piece[1].isdigit()
+                and len(piece) == 5
+                and isinstance(piece[4], str)
+                and piece[4].isdigit()
             )
-            ints = ok and all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in piece[::2] + piece[3:]
-            )
-            if not ints or piece[0] >= files:
+            ints = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in piece[:4])
+            if not ints or not 0 <= piece[0] < files or piece[1] < 0 or piece[3] < 0:
                 break
-            out.append([piece[0], int(piece[1]), piece[2], piece[3]])
+            out.append([piece[0], piece[1], piece[2], piece[3], int(piece[4])])
         else:
             return out
     raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")
