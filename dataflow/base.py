@@ -39,7 +39,7 @@ from ._fluent import FluentMixin, T_co
 from ._reentrancy import ReentrancyGuard
 from ._replay import adopt_replay
 from ._rng import CompatGenerator, new_rng
-from ._state import PENDING, UNSUPPORTED, checking_only, state_mode
+from ._state import PENDING, UNSUPPORTED, SaveOptions, checking_only, load_pipeline, save_pipeline, state_mode
 from ._state_fields import load_rng, save_rng
 
 __all__ = ["DataFlow", "DataFlowTerminated", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
@@ -169,8 +169,6 @@ class DataFlow(FluentMixin[T_co]):
         :class:`~dataflow._errors.StateUnsupportedError` otherwise, naming the stage).
         Call it between two datapoints, from the thread that iterates.
         """
-        from ._state import SaveOptions, save_pipeline
-
         return save_pipeline(self, SaveOptions(allow_fast_forward=allow_fast_forward))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -180,8 +178,6 @@ class DataFlow(FluentMixin[T_co]):
         Raises :class:`~dataflow._errors.StateError` naming the first stage that differs if the
         state was saved from another pipeline shape, and for corrupted or newer states; the
         pipeline is checked whole before anything is changed."""
-        from ._state import load_pipeline
-
         load_pipeline(self, state)
 
     def _get_state(self, live: bool) -> dict[str, Any]:

@@ -98,12 +98,8 @@ class GaussianBlur(PhotometricAugmentor):
                 "GaussianBlur.max_size", "GaussianBlur(max_size=) is deprecated: use size_range=(0, max_size)"
             )
             size_range = (0, max_size)
-        self.size_range, self.sigma_range, self.symmetric, self.max_size = (
-            size_range,
-            sigma_range,
-            symmetric,
-            max_size,
-        )
+        self.size_range, self.sigma_range = size_range, sigma_range
+        self.symmetric, self.max_size = symmetric, max_size
 
     def _get_augment_params(self, _: Any) -> tuple[tuple[int, int], tuple[float, float]]:
         sx, sy = (int(s) * 2 + 1 for s in self.rng.integers(self.size_range[0], self.size_range[1], size=2))

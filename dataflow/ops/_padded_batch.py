@@ -74,7 +74,6 @@ class PaddedBatchData(BatchData):
         return out
 
 
-
 def _dtype_holding(dtype: np.dtype, pad: Any) -> np.dtype:
     """``dtype``, widened just enough to hold ``pad`` exactly (uint8 data padded with -1 gives
     int16, int data padded with 0.5 gives float64); an ordinary pad keeps ``dtype``."""
