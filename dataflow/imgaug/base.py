@@ -103,12 +103,7 @@ class ImageAugmentor:
         state.pop("_rng_fork", None)
         return state
 
-    def _init(self, params: dict[str, Any] | None = None) -> None:
-        """tensorpack's helper: keep the ``__init__`` arguments (``locals()``) as attributes."""
-        if params:
-            for k, v in params.items():
-                if k != "self" and not k.startswith("_"):
-                    setattr(self, k, v)
+    _init = BaseTransform._init  # tensorpack's helper: self._init(locals()) keeps the arguments
 
     def _rand_range(self, low: float = 1.0, high: float | None = None, size: Any = None) -> Any:
         """Uniform float32 number(s) in ``[low, high)`` (``[0, low)`` without ``high``)."""

@@ -83,6 +83,7 @@ class BaseTransform:
     """Base class of all transforms (for ``isinstance`` checks)."""
 
     def _init(self, params: dict[str, Any] | None = None) -> None:
+        """tensorpack's helper: keep the ``__init__`` arguments (``locals()``) as attributes."""
         if params:
             for k, v in params.items():
                 if k != "self" and not k.startswith("_"):
