@@ -138,43 +138,22 @@ class FluentMixin(Generic[T_co]):
         """
         if backend not in ("processes", "ray"):
             raise ValueError(f"parallel_map: backend must be 'processes' or 'ray', got {backend!r}")
+        cls: Callable[..., DataFlow[U]]
         if backend == "ray":
             if num_proc is None or num_thread is not None:
                 raise ValueError("parallel_map: backend='ray' runs num_proc= Ray actors; give num_proc only")
-            from .on_ray._maps import RayMapData
-
-            ray_map: DataFlow[U] = RayMapData(
-                _as_flow(self), num_proc, func, buffer_size, strict, ordered=ordered, **kwargs
+            from .on_ray._maps import RayMapData as cls
+        elif num_proc is not None and num_thread is None:
+            from .parallel._maps import MultiProcessMapDataZMQ as cls
+        elif num_thread is not None and num_proc is None:
+            from .parallel._threads import MultiThreadMapData as cls
+        else:
+            raise ValueError(
+                f"parallel_map: give exactly one of num_proc= (processes) or num_thread= (threads), "
+                f"got num_proc={num_proc!r}, num_thread={num_thread!r}"
             )
-            return ray_map
-        if num_proc is not None and num_thread is None:
-            from .parallel._maps import MultiProcessMapDataZMQ
-
-            return MultiProcessMapDataZMQ(
-                _as_flow(self),
-                num_proc,
-                func,
-                buffer_size,
-                strict,
-                ordered=ordered,
-                **kwargs,
-            )
-        if num_thread is not None and num_proc is None:
-            from .parallel._threads import MultiThreadMapData
-
-            return MultiThreadMapData(
-                _as_flow(self),
-                num_thread,
-                func,
-                buffer_size,
-                strict,
-                ordered=ordered,
-                **kwargs,
-            )
-        raise ValueError(
-            f"parallel_map: give exactly one of num_proc= (processes) or num_thread= (threads), "
-            f"got num_proc={num_proc!r}, num_thread={num_thread!r}"
-        )
+        workers = num_proc if num_thread is None else num_thread
+        return cls(_as_flow(self), workers, func, buffer_size, strict, ordered=ordered, **kwargs)
 
     def parallel(self, num_proc: int = 1, **kwargs: Any) -> DataFlow[T_co]:
         """``MultiProcessRunnerZMQ(self, num_proc, **kwargs)``: run copies of this flow in

@@ -49,18 +49,15 @@ class Stage(Protocol):
     def state_dict(self) -> Any: ...
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
+
 __all__ = [
-    "CUSTOM",
     "FORMAT",
-    "HOOKS",
     "PENDING",
-    "STATELESS",
     "UNSUPPORTED",
     "VERSION",
     "SaveOptions",
     "load_pipeline",
     "load_subtree",
-    "pipeline_shape",
     "save_options",
     "save_pipeline",
     "save_subtree",
@@ -179,9 +176,7 @@ def _save_node(flow: Stage, live: bool, path: str) -> dict[str, Any]:
             flow._state_saved()
 
 
-def _node(
-    flow: Stage, own: dict[str, Any], live: bool, lives: list[bool], path: str
-) -> dict[str, Any]:
+def _node(flow: Stage, own: dict[str, Any], live: bool, lives: list[bool], path: str) -> dict[str, Any]:
     return {
         "stage": _name(flow),
         "kind": _kind(flow),
@@ -212,9 +207,7 @@ def save_pipeline(root: Stage, options: SaveOptions) -> dict[str, Any]:
     }
 
 
-def _walk(
-    flow: Stage, node: Any, path: str, saved_shape: str
-) -> Iterator[tuple[Stage, dict[str, Any]]]:
+def _walk(flow: Stage, node: Any, path: str, saved_shape: str) -> Iterator[tuple[Stage, dict[str, Any]]]:
     """Check that ``node`` fits ``flow`` (recursively) before anything is changed."""
     name = _name(flow)
     if not isinstance(node, Mapping) or not isinstance(node.get("stage"), str):
@@ -232,8 +225,10 @@ def _walk(
         return
     kids = _children(flow)
     ups = node.get("upstreams")
-    if not isinstance(ups, list) or not isinstance(node.get("live"), bool) or not isinstance(
-        node.get("state"), Mapping
+    if (
+        not isinstance(ups, list)
+        or not isinstance(node.get("live"), bool)
+        or not isinstance(node.get("state"), Mapping)
     ):
         raise StateError(
             f"{path}: the state is corrupted: fields 'live', 'state', 'upstreams' missing or malformed"

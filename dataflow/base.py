@@ -23,6 +23,9 @@ Fluent methods (``df.map(f).batch(64)``) come from :class:`~dataflow._fluent.Flu
 
 from __future__ import annotations
 
+import functools
+import inspect
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from types import GeneratorType, TracebackType
 from typing import Any, ClassVar, TypeVar
@@ -30,14 +33,13 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from . import _seeding as seeding
-from ._class_hooks import EpochRef, adopt_legacy_protocol, start_epochs_through_base
 from ._deprecation import warn_once
 from ._errors import DataFlowNotReset, DataFlowTerminated, LengthUnknownError
 from ._fluent import FluentMixin, T_co
 from ._reentrancy import ReentrancyGuard
 from ._replay import adopt_replay
 from ._rng import CompatGenerator, new_rng
-from ._state import UNSUPPORTED, checking_only, state_mode
+from ._state import PENDING, UNSUPPORTED, SaveOptions, checking_only, load_pipeline, save_pipeline, state_mode
 from ._state_fields import load_rng, save_rng
 
 __all__ = ["DataFlow", "DataFlowTerminated", "Datapoint", "ProxyDataFlow", "RNGDataFlow", "ReentrancyGuard"]
@@ -46,6 +48,22 @@ __all__ = ["DataFlow", "DataFlowTerminated", "Datapoint", "ProxyDataFlow", "RNGD
 Datapoint = list[Any] | tuple[Any, ...] | dict[Any, Any]
 
 _F = TypeVar("_F", bound="DataFlow[Any]")
+
+
+class EpochRef:
+    """A weak reference to a flow's current epoch generator that pickles as a dead one, so
+    a flow that was iterated can still be sent to workers (a generator never travels)."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, gen: GeneratorType[Any] | None) -> None:
+        self._ref = None if gen is None else weakref.ref(gen)
+
+    def __call__(self) -> GeneratorType[Any] | None:
+        return None if self._ref is None else self._ref()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return EpochRef, (None,)
 
 
 class DataFlow(FluentMixin[T_co]):
@@ -79,11 +97,24 @@ class DataFlow(FluentMixin[T_co]):
     _state_mode: ClassVar[str] = UNSUPPORTED
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Alias tensorpack's ``get_data``/``size``, decide the state protocol mode, and wrap
+        the ``__iter__`` of the class body so that every epoch starts through the base."""
         super().__init_subclass__(**kwargs)
-        adopt_legacy_protocol(cls)
+        ns = cls.__dict__
+        for new, old in (("__iter__", "get_data"), ("__len__", "size")):
+            if new not in ns and inspect.isfunction(ns.get(old)):  # like tensorpack's metaclass
+                setattr(cls, new, ns[old])
+                warn_once(
+                    f"{cls.__module__}.{cls.__qualname__}.{old}",
+                    f"{cls.__name__} defines {old}(), tensorpack's old name of {new}(); it is used "
+                    f"as {new} for now, but rename it to {new}",
+                    stacklevel=3,
+                )
         adopt_replay(cls)
         cls._state_mode = state_mode(cls, cls._state_mode)
-        start_epochs_through_base(cls)
+        it = ns.get("__iter__")
+        if it is not None and not getattr(it, "_starts_epochs", False):
+            cls.__iter__ = _starting_epochs(it)  # type: ignore[method-assign]
 
     def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
@@ -138,8 +169,6 @@ class DataFlow(FluentMixin[T_co]):
         :class:`~dataflow._errors.StateUnsupportedError` otherwise, naming the stage).
         Call it between two datapoints, from the thread that iterates.
         """
-        from ._state import SaveOptions, save_pipeline
-
         return save_pipeline(self, SaveOptions(allow_fast_forward=allow_fast_forward))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -149,8 +178,6 @@ class DataFlow(FluentMixin[T_co]):
         Raises :class:`~dataflow._errors.StateError` naming the first stage that differs if the
         state was saved from another pipeline shape, and for corrupted or newer states; the
         pipeline is checked whole before anything is changed."""
-        from ._state import load_pipeline
-
         load_pipeline(self, state)
 
     def _get_state(self, live: bool) -> dict[str, Any]:
@@ -201,6 +228,26 @@ class DataFlow(FluentMixin[T_co]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _starting_epochs(it: Any) -> Any:
+    """``it`` (a class body's ``__iter__``) wrapped so that each epoch starts the same way for
+    every stage: a state loaded since the last epoch is handed to ``_set_state`` (once, right
+    before the stage's own ``__iter__`` runs), and the epoch's generator is remembered weakly,
+    which is how ``state_dict()`` tells an epoch in progress from a finished one."""
+
+    @functools.wraps(it)
+    def __iter__(self: Any) -> Any:
+        pending = self.__dict__.pop(PENDING, None)
+        if pending is not None:
+            self._set_state(*pending)
+        epoch = it(self)
+        if isinstance(epoch, GeneratorType):
+            self.__dict__["_epoch_ref"] = EpochRef(epoch)
+        return epoch
+
+    __iter__._starts_epochs = True  # type: ignore[attr-defined]
+    return __iter__
 
 
 def close_iterator(it: object) -> None:

@@ -136,7 +136,6 @@ class AugmentImageComponent(_Augmenting, MapDataComponent):
     drops the datapoint and is logged (the first 9, then every 100th) instead of raised; ``len``
     is then an upper bound. ``seed``: seeds the augmentors (see the module)."""
 
-
     def __init__(
         self,
         ds: DataFlow[Any],
@@ -163,7 +162,6 @@ class AugmentImageCoordinates(_Augmenting, MapData):
     """Augment the image at ``img_index`` and move the ``N x 2`` ``(x, y)`` coordinates at
     ``coords_index`` with it (one random draw for both). Coordinates come back as floats.
     ``copy``, ``catch_exceptions``, ``seed``: as :class:`AugmentImageComponent`."""
-
 
     def __init__(
         self,
@@ -199,7 +197,6 @@ class AugmentImageComponents(_Augmenting, MapData):
     e.g. masks of the same size, get the same change) and move the coordinates at each of
     ``coords_index`` with them. ``copy``, ``catch_exceptions``, ``seed``: as
     :class:`AugmentImageComponent`."""
-
 
     def __init__(
         self,

@@ -11,9 +11,20 @@ from .base import Augmentor, AugmentorList, ImageAugmentor, PhotometricAugmentor
 from .convert import ColorSpace, Grayscale, ToFloat32, ToUint8
 from .crop import CenterCrop, GoogleNetRandomCropAndResize, RandomCrop, RandomCropRandomShape, RandomCutout
 from .external import Albumentations, IAAugmentor, ImageFunction
-from .filters import Clip, GaussianBlur, MeanVarianceNormalize, MinMaxNormalize
 from .geometry import Affine, Rotation, RotationAndCropValid, Shift
-from .imgproc import Brightness, BrightnessScale, Contrast, Gamma, Hue, Lighting, Saturation
+from .imgproc import (
+    Brightness,
+    BrightnessScale,
+    Clip,
+    Contrast,
+    Gamma,
+    GaussianBlur,
+    Hue,
+    Lighting,
+    MeanVarianceNormalize,
+    MinMaxNormalize,
+    Saturation,
+)
 from .meta import Identity, MapImage, RandomApplyAug, RandomChooseAug, RandomOrderAug
 from .misc import Flip, RandomResize, Resize, ResizeShortestEdge, Transpose
 from .noise import GaussianNoise, JpegNoise, SaltPepperNoise

@@ -12,19 +12,33 @@ point in ``[0, 1]`` or ``[0, 255]`` (other integer dtypes, e.g. label masks, pas
 geometric augmentors); non-numeric arrays are refused with a ``TypeError``.
 Transforms may modify the image they are given in place (as in tensorpack): the flows copy it
 first unless built with ``copy=False``. Coordinates are never modified in place.
+
+What an augmentor list accepts besides augmentors is wrapped here too (:func:`as_augmentor`):
+an Albumentations transform in :class:`Albumentations`, any other ``img -> img`` callable in
+:class:`ImageFunction` (both re-exported by :mod:`dataflow.imgaug.external`).
 """
 
 from __future__ import annotations
 
-import inspect
-import pprint
+import threading
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .._checks import check_callable
 from .._deprecation import warn_once
 from ._random import fork_generation, fresh_rng
+from .transform import (
+    BaseTransform,
+    BoundPhotometricTransform,
+    LazyTransform,
+    Transform,
+    TransformFactory,
+    TransformList,
+    default_repr,
+)
 
 __all__ = ["Augmentor", "AugmentorList", "ImageAugmentor", "PhotometricAugmentor"]
 
@@ -43,27 +57,6 @@ def check_dtype(img: Any, stage: str = "imgaug") -> None:
 def check_image_ndim(img: np.ndarray, stage: str) -> None:
     if img.ndim not in (2, 3):
         raise ValueError(f"{stage}: an image must be (h, w) or (h, w, c), got shape {img.shape}")
-
-
-def default_repr(obj: Any) -> str:
-    """``imgaug.Name(arg=value, ...)`` for the ``__init__`` arguments kept as attributes that
-    differ from their default; the plain object repr where they are not kept."""
-    cls = type(obj)
-    try:
-        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    except (TypeError, ValueError):
-        return object.__repr__(obj)
-    parts = []
-    for p in params:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or not hasattr(obj, p.name):
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            return object.__repr__(obj)
-        value = getattr(obj, p.name)
-        if p.default is not p.empty and value is p.default:
-            continue
-        parts.append(f"{p.name}={pprint.pformat(value)}")
-    return f"imgaug.{cls.__name__}({', '.join(parts)})"
 
 
 class ImageAugmentor:
@@ -110,12 +103,7 @@ class ImageAugmentor:
         state.pop("_rng_fork", None)
         return state
 
-    def _init(self, params: dict[str, Any] | None = None) -> None:
-        """tensorpack's helper: keep the ``__init__`` arguments (``locals()``) as attributes."""
-        if params:
-            for k, v in params.items():
-                if k != "self" and not k.startswith("_"):
-                    setattr(self, k, v)
+    _init = BaseTransform._init  # tensorpack's helper: self._init(locals()) keeps the arguments
 
     def _rand_range(self, low: float = 1.0, high: float | None = None, size: Any = None) -> Any:
         """Uniform float32 number(s) in ``[low, high)`` (``[0, low)`` without ``high``)."""
@@ -148,8 +136,6 @@ class ImageAugmentor:
         )
         get_params = getattr(self, "_get_augment_params", None) or getattr(self, "get_augment_params", None)
         p = get_params(img) if get_params is not None else None
-        from .transform import BaseTransform, TransformFactory
-
         if isinstance(p, BaseTransform):
             return p
         coords_fn = getattr(self, "_augment_coords", None)
@@ -193,8 +179,6 @@ def as_augmentor(obj: Any, stage: str) -> ImageAugmentor:
     ``img -> img`` transform, a function) wrapped to apply to images only."""
     if isinstance(obj, ImageAugmentor):
         return obj
-    from .external import Albumentations, ImageFunction, looks_like_albumentations
-
     if looks_like_albumentations(obj):
         return Albumentations(obj)
     if callable(obj) and not isinstance(obj, type):
@@ -237,8 +221,6 @@ class AugmentorList(_Composed):
     def get_transform(self, img: np.ndarray) -> Any:
         """A :class:`TransformList`; the augmentors after the first draw their parameters when
         ``apply_image`` first runs (they need the image the earlier ones produce)."""
-        from .transform import LazyTransform, TransformList
-
         check_dtype(img, "AugmentorList")
         check_image_ndim(img, "AugmentorList")
         tfms: list[Any] = []
@@ -253,8 +235,6 @@ class AugmentorList(_Composed):
     def augment_with_transform(self, img: np.ndarray) -> tuple[np.ndarray, Any]:
         """``(augmented image, TransformList)`` in one pass (no lazy transforms): what
         ``get_transform`` then ``apply_image`` give, with less overhead."""
-        from .transform import TransformList
-
         check_dtype(img, "AugmentorList")
         check_image_ndim(img, "AugmentorList")
         tfms = []
@@ -285,8 +265,6 @@ class PhotometricAugmentor(ImageAugmentor):
     ``_augment(img, params)``."""
 
     def get_transform(self, img: np.ndarray) -> Any:
-        from .transform import BoundPhotometricTransform
-
         return BoundPhotometricTransform(self, self._get_augment_params(img))
 
     def _get_augment_params(self, _: Any) -> Any:
@@ -294,3 +272,105 @@ class PhotometricAugmentor(ImageAugmentor):
 
     def _augment(self, img: np.ndarray, param: Any) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} must implement _augment(img, param)")
+
+
+def looks_like_albumentations(obj: Any) -> bool:
+    """An Albumentations transform (or anything with its call shape: ``obj(image=img)``
+    returning a dict, plus ``set_random_seed`` or ``get_params``/``apply``)."""
+    if type(obj).__module__.split(".")[0] == "albumentations":
+        return True
+    return (
+        callable(obj)
+        and (hasattr(obj, "set_random_seed") or (hasattr(obj, "get_params") and hasattr(obj, "apply")))
+        and hasattr(obj, "targets")
+    )
+
+
+def _image_only(kind: str) -> Callable[[Any], Any]:
+    def apply_coords(coords: Any) -> Any:
+        raise NotImplementedError(
+            f"{kind} transforms images only and cannot transform coordinates; use dataflow.imgaug's "
+            f"geometric augmentors (or MapImage(func, coord_func)) for images with coordinates"
+        )
+
+    return apply_coords
+
+
+class AlbumentationsTransform(Transform):
+    """One draw of an Albumentations transform: the same seed for every image it is applied
+    to, so an image and its mask of the same size get the same change."""
+
+    def __init__(self, aug: Any, seed: int, lock: threading.Lock) -> None:
+        self.aug, self.seed, self._lock = aug, seed, lock
+        self.apply_coords = _image_only("An Albumentations")
+
+    def apply_image(self, img: np.ndarray) -> np.ndarray:
+        aug = self.aug
+        with self._lock:  # seeding then drawing must not interleave with another thread
+            if hasattr(aug, "set_random_seed"):
+                aug.set_random_seed(self.seed)
+                return aug(image=img)["image"]  # type: ignore[no-any-return]
+            # Albumentations < 1.4: no per-transform seed; draw its parameters and apply them
+            return aug.apply(img, **aug.get_params())  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"imgaug.AlbumentationsTransform({self.aug!r}, seed={self.seed})"
+
+
+class Albumentations(ImageAugmentor):
+    """Wrap an Albumentations transform (``albumentations.HorizontalFlip(p=0.5)``, a
+    ``Compose``...). Images only: coordinates raise ``NotImplementedError``."""
+
+    def __init__(self, augmentor: Any) -> None:
+        if not callable(augmentor):
+            raise TypeError(
+                f"Albumentations: expected an albumentations transform, got {type(augmentor).__name__}"
+            )
+        super().__init__()
+        self._aug = augmentor
+        self._lock = threading.Lock()
+
+    def get_transform(self, img: Any) -> Any:
+        return AlbumentationsTransform(self._aug, int(self.rng.integers(2**32)), self._lock)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"imgaug.Albumentations({self._aug!r})"
+
+
+class ImageFunction(ImageAugmentor):
+    """Apply ``func(img)`` to images only (what a plain callable or torchvision-style transform
+    in an augmentor list becomes); coordinates raise ``NotImplementedError``."""
+
+    def __init__(self, func: Callable[[np.ndarray], Any]) -> None:
+        check_callable("ImageFunction", "func", func)
+        super().__init__()
+        self.func = func
+        self._transform = _FunctionTransform(func)
+
+    def get_transform(self, img: Any) -> Any:
+        return self._transform
+
+    def __repr__(self) -> str:
+        return f"imgaug.ImageFunction({getattr(self.func, '__qualname__', self.func)!s})"
+
+
+class _FunctionTransform(Transform):
+    def __init__(self, func: Callable[[np.ndarray], Any]) -> None:
+        self.func = func
+        name = getattr(func, "__qualname__", None) or type(func).__name__
+        self.apply_coords = _image_only(f"The callable {name}")
+
+    def apply_image(self, img: np.ndarray) -> Any:
+        return self.func(img)
+
+    def __repr__(self) -> str:
+        return f"imgaug.ImageFunction({getattr(self.func, '__qualname__', self.func)!s})"

@@ -75,13 +75,8 @@ class RandomCropRandomShape(ImageAugmentor):
                 "RandomCropRandomShape.max_aspect_ratio",
                 "RandomCropRandomShape(max_aspect_ratio=) has no effect",
             )
-        self.wmin, self.hmin, self.wmax, self.hmax, self.max_aspect_ratio = (
-            wmin,
-            hmin,
-            wmax,
-            hmax,
-            max_aspect_ratio,
-        )
+        self.wmin, self.hmin, self.wmax, self.hmax = wmin, hmin, wmax, hmax
+        self.max_aspect_ratio = max_aspect_ratio
 
     def get_transform(self, img: np.ndarray) -> Any:
         hmax = self.hmax or img.shape[0]

@@ -17,11 +17,23 @@ from .transform import CropTransform, TransformList, WarpAffineTransform
 __all__ = ["Affine", "Rotation", "RotationAndCropValid", "Shift"]
 
 
-def _check_step(stage: str, max_deg: float, step_deg: float | None) -> None:
-    if step_deg is not None and not (max_deg == 180 and max_deg % step_deg == 0):
-        raise ValueError(
-            f"{stage}: step_deg needs max_deg=180 and a divisor of 180, got {max_deg=} {step_deg=}"
-        )
+class _Rotating(ImageAugmentor):
+    """What both rotations share: an angle in ``[-max_deg, max_deg]``, a multiple of
+    ``step_deg`` when given (which needs ``max_deg=180``)."""
+
+    def __init__(self, max_deg: float, interp: int, step_deg: float | None) -> None:
+        if step_deg is not None and not (max_deg == 180 and max_deg % step_deg == 0):
+            raise ValueError(
+                f"{type(self).__name__}: step_deg needs max_deg=180 and a divisor of 180, got "
+                f"{max_deg=} {step_deg=}"
+            )
+        self.max_deg, self.interp, self.step_deg = max_deg, interp, step_deg
+
+    def _get_deg(self, img: np.ndarray) -> float:
+        deg = self._rand_range(-self.max_deg, self.max_deg)
+        if self.step_deg:
+            deg = deg // self.step_deg * self.step_deg
+        return float(deg)
 
 
 class Shift(ImageAugmentor):
@@ -40,12 +52,8 @@ class Shift(ImageAugmentor):
                 f"Shift: horiz_frac and vert_frac must be in [0, 1), got {horiz_frac}, {vert_frac}"
             )
         super().__init__()
-        self.horiz_frac, self.vert_frac, self.border, self.border_value = (
-            horiz_frac,
-            vert_frac,
-            border,
-            border_value,
-        )
+        self.horiz_frac, self.vert_frac = horiz_frac, vert_frac
+        self.border, self.border_value = border, border_value
 
     def get_transform(self, img: np.ndarray) -> Any:
         max_dx = self.horiz_frac * img.shape[1]
@@ -58,7 +66,7 @@ class Shift(ImageAugmentor):
         )
 
 
-class Rotation(ImageAugmentor):
+class Rotation(_Rotating):
     """Rotate by a random angle in ``[-max_deg, max_deg]`` around a random centre (a fraction
     of the image size drawn from ``center_range``); with ``step_deg`` the angle is a multiple
     of it (needs ``max_deg=180``)."""
@@ -72,37 +80,25 @@ class Rotation(ImageAugmentor):
         step_deg: float | None = None,
         border_value: Any = 0,
     ) -> None:
-        _check_step("Rotation", max_deg, step_deg)
-        super().__init__()
-        self.max_deg, self.center_range, self.interp = max_deg, center_range, interp
-        self.border, self.step_deg, self.border_value = border, step_deg, border_value
+        super().__init__(max_deg, interp, step_deg)
+        self.center_range, self.border, self.border_value = center_range, border, border_value
 
     def get_transform(self, img: np.ndarray) -> Any:
         center = img.shape[1::-1] * self._rand_range(self.center_range[0], self.center_range[1], (2,))
-        deg = self._rand_range(-self.max_deg, self.max_deg)
-        if self.step_deg:
-            deg = deg // self.step_deg * self.step_deg
+        deg = self._get_deg(img)
         # OpenCV's pixel centres are at integer indices: the image centre is size * 0.5 - 0.5
-        mat = cv2().getRotationMatrix2D((float(center[0] - 0.5), float(center[1] - 0.5)), float(deg), 1.0)
+        mat = cv2().getRotationMatrix2D((float(center[0] - 0.5), float(center[1] - 0.5)), deg, 1.0)
         return WarpAffineTransform(
             mat, img.shape[1::-1], interp=self.interp, borderMode=self.border, borderValue=self.border_value
         )
 
 
-class RotationAndCropValid(ImageAugmentor):
+class RotationAndCropValid(_Rotating):
     """Rotate around the centre (as :class:`Rotation`), then crop the largest axis-aligned
     rectangle without border pixels: the output size varies with the angle."""
 
     def __init__(self, max_deg: float, interp: int = INTER_LINEAR, step_deg: float | None = None) -> None:
-        _check_step("RotationAndCropValid", max_deg, step_deg)
-        super().__init__()
-        self.max_deg, self.interp, self.step_deg = max_deg, interp, step_deg
-
-    def _get_deg(self, img: np.ndarray) -> float:
-        deg = self._rand_range(-self.max_deg, self.max_deg)
-        if self.step_deg:
-            deg = deg // self.step_deg * self.step_deg
-        return float(deg)
+        super().__init__(max_deg, interp, step_deg)
 
     def get_transform(self, img: np.ndarray) -> Any:
         deg = self._get_deg(img)
@@ -157,12 +153,8 @@ class Affine(ImageAugmentor):
         if not 0.0 <= shear <= 180.0:
             raise ValueError(f"Affine: shear must be between 0 and 180 degrees, got {shear!r}")
         super().__init__()
-        self.scale, self.translate_frac, self.rotate_max_deg, self.shear = (
-            scale,
-            translate_frac,
-            rotate_max_deg,
-            shear,
-        )
+        self.scale, self.translate_frac = scale, translate_frac
+        self.rotate_max_deg, self.shear = rotate_max_deg, shear
         self.interp, self.border, self.border_value = interp, border, border_value
 
     def get_transform(self, img: np.ndarray) -> Any:

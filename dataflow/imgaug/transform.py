@@ -9,15 +9,14 @@ view of, or modify, its input (as in tensorpack); images keep their number of di
 
 from __future__ import annotations
 
+import inspect
+import pprint
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ._opencv import BORDER_CONSTANT, INTER_LINEAR, cv2
-from ._transform_base import BaseTransform as BaseTransform  # tensorpack's module has it
-from ._transform_base import Transform, _cv_ok, _keep_ndim, as_coords
-from ._transform_compose import BoundPhotometricTransform as BoundPhotometricTransform
-from ._transform_compose import LazyTransform, PhotometricTransform, TransformFactory, TransformList
 
 __all__ = [
     "CropTransform",
@@ -33,6 +32,219 @@ __all__ = [
     "TransposeTransform",
     "WarpAffineTransform",
 ]
+
+
+def default_repr(obj: Any) -> str:
+    """``imgaug.Name(arg=value, ...)`` for the ``__init__`` arguments kept as attributes that
+    differ from their default; the plain object repr where they are not kept."""
+    cls = type(obj)
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return object.__repr__(obj)
+    parts = []
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or not hasattr(obj, p.name):
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            return object.__repr__(obj)
+        value = getattr(obj, p.name)
+        if p.default is not p.empty and value is p.default:
+            continue
+        parts.append(f"{p.name}={pprint.pformat(value)}")
+    return f"imgaug.{cls.__name__}({', '.join(parts)})"
+
+
+def as_coords(coords: Any, stage: str) -> np.ndarray:
+    """A float copy of an ``N x 2`` coordinate array, or a ``ValueError`` saying what is wrong."""
+    arr = np.asarray(coords)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"{stage}: coordinates must be an N x 2 array of (x, y), got shape {arr.shape}")
+    if arr.dtype.kind == "f":
+        return arr.copy()  # type: ignore[no-any-return]
+    if arr.dtype.kind not in "iub":
+        raise TypeError(f"{stage}: coordinates must be numbers, got dtype {arr.dtype}")
+    return arr.astype(np.float64)
+
+
+#: dtypes every OpenCV function here takes (int64, bool and float16 go through numpy instead)
+_CV_DTYPES = frozenset("uint8 int8 uint16 int16 int32 float32 float64".split())
+
+
+def _cv_ok(img: np.ndarray) -> bool:
+    return img.dtype.name in _CV_DTYPES and (img.ndim == 2 or img.shape[2] <= 4)
+
+
+def _keep_ndim(img: np.ndarray, ret: np.ndarray) -> np.ndarray:
+    return ret[:, :, np.newaxis] if img.ndim == 3 and ret.ndim == 2 else ret
+
+
+class BaseTransform:
+    """Base class of all transforms (for ``isinstance`` checks)."""
+
+    def _init(self, params: dict[str, Any] | None = None) -> None:
+        """tensorpack's helper: keep the ``__init__`` arguments (``locals()``) as attributes."""
+        if params:
+            for k, v in params.items():
+                if k != "self" and not k.startswith("_"):
+                    setattr(self, k, v)
+
+
+class Transform(BaseTransform):
+    """A deterministic change of an image. Subclasses implement ``apply_image`` and, when it
+    applies, ``apply_coords``; any other ``apply_xxx`` raises ``NotImplementedError``."""
+
+    def __init__(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("apply_"):
+
+            def missing(x: Any) -> Any:
+                raise NotImplementedError(f"{type(self).__name__} does not implement {name}")
+
+            return missing
+        raise AttributeError(f"{type(self).__name__} object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        return default_repr(self)
+
+    __str__ = __repr__
+
+
+class PhotometricTransform(Transform):
+    """Changes pixel values with ``func(img)``; coordinates pass unchanged."""
+
+    def __init__(self, func: Callable[[np.ndarray], np.ndarray], name: str | None = None) -> None:
+        self._func = func
+        self._name = name
+
+    def apply_image(self, img: np.ndarray) -> np.ndarray:
+        return self._func(img)
+
+    def apply_coords(self, coords: Any) -> Any:
+        return coords
+
+    def __repr__(self) -> str:
+        return f"imgaug.PhotometricTransform({self._name or ''})"
+
+    __str__ = __repr__
+
+
+class BoundPhotometricTransform(PhotometricTransform):
+    """``aug._augment(img, param)``, the transform of a :class:`PhotometricAugmentor` (its name
+    is built only when printed)."""
+
+    def __init__(self, aug: Any, param: Any) -> None:
+        self._aug, self._param = aug, param
+
+    def apply_image(self, img: np.ndarray) -> np.ndarray:
+        return self._aug._augment(img, self._param)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"imgaug.PhotometricTransform(from {self._aug!r})"
+
+    __str__ = __repr__
+
+
+class TransformFactory(Transform):
+    """A transform made of user functions: ``TransformFactory(apply_image=f, apply_coords=g)``."""
+
+    def __init__(self, name: str | None = None, **kwargs: Callable[[Any], Any]) -> None:
+        for k, v in kwargs.items():
+            if not k.startswith("apply_"):
+                raise KeyError(f"TransformFactory: unknown argument {k!r}; give apply_xxx=function")
+            setattr(self, k, v)
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"imgaug.TransformFactory({self._name or ''})"
+
+    __str__ = __repr__
+
+
+class TransformList(BaseTransform):
+    """Apply ``tfms`` in order; ``+`` concatenates lists."""
+
+    def __init__(self, tfms: list[Any]) -> None:
+        for t in tfms:
+            if not isinstance(t, BaseTransform):
+                raise TypeError(f"TransformList: {t!r:.60} is not a Transform")
+        self.tfms = tfms
+
+    def apply_image(self, img: Any) -> Any:
+        for t in self.tfms:
+            img = t.apply_image(img)
+        return img
+
+    def apply_coords(self, coords: Any) -> Any:
+        for t in self.tfms:
+            coords = t.apply_coords(coords)
+        return coords
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("apply_"):
+
+            def apply(x: Any) -> Any:
+                for t in self.tfms:
+                    x = getattr(t, name)(x)
+                return x
+
+            return apply
+        raise AttributeError(f"TransformList object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        inner = ",\n".join("  " + repr(t) for t in self.tfms)
+        return f"imgaug.TransformList([\n{inner}])"
+
+    __str__ = __repr__
+
+    def __add__(self, other: Any) -> TransformList:
+        return TransformList(self.tfms + (other.tfms if isinstance(other, TransformList) else [other]))
+
+    def __iadd__(self, other: Any) -> TransformList:
+        self.tfms.extend(other.tfms if isinstance(other, TransformList) else [other])
+        return self
+
+    def __radd__(self, other: Any) -> TransformList:
+        return TransformList((other.tfms if isinstance(other, TransformList) else [other]) + self.tfms)
+
+
+class LazyTransform(BaseTransform):
+    """A transform made by ``get_transform(img)`` when ``apply_image`` first runs (what
+    :class:`AugmentorList` uses for the augmentors that need the earlier ones' output)."""
+
+    def __init__(self, get_transform: Callable[[np.ndarray], Any]) -> None:
+        self.get_transform = get_transform
+        self._transform: Any = None
+
+    def apply_image(self, img: np.ndarray) -> np.ndarray:
+        if self._transform is None:
+            self._transform = self.get_transform(img)
+        return self._transform.apply_image(img)  # type: ignore[no-any-return]
+
+    def _apply(self, x: Any, meth: str) -> Any:
+        if self._transform is None:
+            raise RuntimeError(
+                f"LazyTransform.{meth}: the transform is made when apply_image first runs; apply the "
+                f"TransformList to the image before applying it to anything else"
+            )
+        return getattr(self._transform, meth)(x)
+
+    def apply_coords(self, coords: Any) -> Any:
+        return self._apply(coords, "apply_coords")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("apply_"):
+            return lambda x: self._apply(x, name)
+        raise AttributeError(f"LazyTransform object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        if self._transform is None:
+            return f"LazyTransform(get_transform={self.get_transform})"
+        return repr(self._transform)
+
+    __str__ = __repr__
 
 
 class ResizeTransform(Transform):

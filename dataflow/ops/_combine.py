@@ -33,6 +33,7 @@ class _MultiUpstream(DataFlow[Any]):
     def reset_state(self) -> None:
         for df in self.df_lists:
             df.reset_state()
+        super().reset_state()  # RNGDataFlow's, for the random ones
 
     def close(self) -> None:
         for df in self.df_lists:
@@ -151,10 +152,6 @@ class RandomChooseData(_MultiUpstream, RNGDataFlow[Any]):
         self.df_lists = _check_flows(stage, flows)
         self.probs = probs / probs.sum()
 
-    def reset_state(self) -> None:
-        _MultiUpstream.reset_state(self)
-        RNGDataFlow.reset_state(self)
-
     def __iter__(self) -> Iterator[Any]:
         rng = self.rng
         left = self.__dict__.pop("_resume", None)
@@ -209,10 +206,6 @@ class RandomMixData(_MultiUpstream, RNGDataFlow[Any]):
                     f"RandomMixData: flow #{n} ({type(df).__name__}) has no len(); every flow "
                     f"must know its length to be mixed"
                 ) from None
-
-    def reset_state(self) -> None:
-        _MultiUpstream.reset_state(self)
-        RNGDataFlow.reset_state(self)
 
     def __len__(self) -> int:
         return sum(len(df) for df in self.df_lists)

@@ -36,11 +36,6 @@ class PaddedBatchData(BatchData):
         super().__init__(ds, batch_size, remainder=remainder)
         self.padding_value = padding_value
 
-    def _pad_value(self, key: Any) -> Any:
-        if isinstance(self.padding_value, Mapping):
-            return self.padding_value.get(key, 0)
-        return self.padding_value
-
     def _batch(self, holder: list[Any]) -> Any:
         stage = type(self).__name__
         columns = collate(stage, holder, use_list=True)
@@ -66,13 +61,14 @@ class PaddedBatchData(BatchData):
                 f"and dtypes {sorted({str(a.dtype) for a in arrays})}"
             )
         max_shape = tuple(np.max([a.shape for a in arrays], axis=0)) if arrays[0].ndim else ()
-        pad = self._pad_value(key)
+        pad = self.padding_value
+        if isinstance(pad, Mapping):
+            pad = pad.get(key, 0)
         dtype = _dtype_holding(np.result_type(*arrays), pad)
         out = np.full((len(arrays), *max_shape), pad, dtype=dtype)
         for row, a in zip(out, arrays):
             row[tuple(slice(0, n) for n in a.shape)] = a
         return out
-
 
 
 def _dtype_holding(dtype: np.dtype, pad: Any) -> np.dtype:

@@ -24,6 +24,13 @@ def _empty_epoch(stage: str, ds: DataFlow[Any]) -> ValueError:
     )
 
 
+def _counter(n: int, start: int) -> Iterator[int]:
+    """An iterator over ``range(n)`` that has yielded ``start`` items (its position is the state)."""
+    counter = iter(range(n))
+    counter.__setstate__(start)  # type: ignore[attr-defined]
+    return counter
+
+
 class RepeatedData(ProxyDataFlow):
     """``num`` upstream epochs as one epoch; ``num=-1`` repeats forever.
 
@@ -142,11 +149,7 @@ class FixedSizeData(ProxyDataFlow):
         self._itr = None
 
     def __iter__(self) -> Iterator[Any]:
-        counter = iter(range(self._size))
-        start = self.__dict__.pop("_resume", 0)
-        if start:
-            counter.__setstate__(start)  # type: ignore[attr-defined]
-        self._counter = counter
+        self._counter = counter = _counter(self._size, self.__dict__.pop("_resume", 0))
         itr = self._itr if self._itr is not None else iter(self.ds)
         self._itr = None
         return self._fixed(counter, itr)
@@ -202,11 +205,7 @@ class TakeData(ProxyDataFlow):
             return self.n
 
     def __iter__(self) -> Iterator[Any]:
-        counter = iter(range(self.n))
-        start = self.__dict__.pop("_resume", 0)
-        if start:
-            counter.__setstate__(start)  # type: ignore[attr-defined]
-        self._counter = counter
+        self._counter = counter = _counter(self.n, self.__dict__.pop("_resume", 0))
         return self._take(counter, iter(self.ds))
 
     def _take(self, counter: Iterator[int], itr: Iterator[Any]) -> Iterator[Any]:

@@ -122,18 +122,13 @@ class ShardData(ProxyDataFlow):
             yield held if held is not None else first[(seen - seen % n + i) % seen]
 
     def _get_state(self, live: bool) -> dict[str, Any]:
-        if self.by_index or not live:
-            return {"num_shards": self.num_shards, "index": self.index}
-        first = None
-        if self.spec.pad:
-            first = encode_items(type(self).__name__, self._first, "first datapoints (for padding)")
-        return {
-            "num_shards": self.num_shards,
-            "index": self.index,
-            "position": self._pos,
-            "first": first,
-            "padded": self._padded,
-        }
+        state: dict[str, Any] = {"num_shards": self.num_shards, "index": self.index}
+        if live and not self.by_index:
+            first = None
+            if self.spec.pad:
+                first = encode_items(type(self).__name__, self._first, "first datapoints (for padding)")
+            state.update(position=self._pos, first=first, padded=self._padded)
+        return state
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__
