@@ -35,7 +35,6 @@ from ._chain import (
     _install,
     _proxy_cost,
     _TimedUpstream,
-    _TracedUpstream,
     _upstream_of,
     chain_of,
     timed,
@@ -149,7 +148,7 @@ def profile(
     if trace is None:
         return _profile(df, chain, size, warmup, progress, reset, timed, _proxy_cost())
     def probe(ds: Any, k: int) -> _TimedUpstream:  # a traced proxy whose events are dropped
-        return _TracedUpstream(ds, _trace.Tracer(max_events=0), (0, 0), (0, 0), "probe")
+        return _TimedUpstream(ds, _trace.Tracer(max_events=0), (0, 0), (0, 0), "probe")
 
     cost = _proxy_cost(make=probe)
     with recording() as tracer:
