@@ -9,7 +9,6 @@ mapped while arrays the consumer holds view it).
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +23,6 @@ from ._restart import Lineage
 from ._wire import unpack
 
 __all__ = ["Workers"]
-
-_POLL_S = 1.0  # how often a wait wakes up to check the timeout
 
 
 class Workers:
@@ -101,23 +98,20 @@ class Workers:
         """Worker ``w``'s answer ``ref``; ``TimeoutError`` past the timeout, ``WorkerDied``
         when the actor is gone."""
         ray = ray_module(self.stage)
-        start = time.monotonic()
-        while True:
-            try:
-                return ray.get(ref, timeout=_POLL_S)
-            except ray.exceptions.GetTimeoutError:
-                if self.timeout is not None and time.monotonic() - start >= self.timeout:
-                    raise TimeoutError(
-                        f"{self.stage}: worker {w} did not answer {doing} within "
-                        f"timeout={self.timeout}s (resources: {ray.available_resources()})"
-                    ) from None
-            except ray.exceptions.RayActorError as e:
-                pid = self.pids[w] if w < len(self.pids) else None
-                raise WorkerDied(
-                    f"{self.stage}: Ray worker {w} (pid {pid}) died; its copy of the flow "
-                    f"is lost. Ray says: {(str(e).strip().splitlines() or [type(e).__name__])[0]}",
-                    pid=pid,
-                ) from e
+        try:
+            return ray.get(ref, timeout=self.timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError(
+                f"{self.stage}: worker {w} did not answer {doing} within "
+                f"timeout={self.timeout}s (resources: {ray.available_resources()})"
+            ) from None
+        except ray.exceptions.RayActorError as e:
+            pid = self.pids[w] if w < len(self.pids) else None
+            raise WorkerDied(
+                f"{self.stage}: Ray worker {w} (pid {pid}) died; its copy of the flow "
+                f"is lost. Ray says: {(str(e).strip().splitlines() or [type(e).__name__])[0]}",
+                pid=pid,
+            ) from e
 
     def pull(self, w: int, gen: int) -> None:
         """Send worker ``w`` one more pull, for pass ``gen`` (every ``snapshot_every``-th asks
