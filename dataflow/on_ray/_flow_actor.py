@@ -50,13 +50,8 @@ class FlowActor:
         start: Start,
         chunk_bytes: int | None = None,
     ) -> None:
-        self.source, self.index, self.num_workers, self.shard, self.seed = (
-            source,
-            index,
-            num_workers,
-            shard,
-            seed,
-        )
+        self.source, self.index, self.num_workers = source, index, num_workers
+        self.shard, self.seed = shard, seed
         self.gen, self.waiting, self.state_to_load = start
         self.chunk_bytes = chunk_bytes
         self.flow: DataFlow[Any] | None = None

@@ -113,7 +113,6 @@ class RayMapData(ParallelMapBase):
         super().__init__(ds, map_func, buffer_size, strict, ordered, timeout, chunk, item_rng, seed)
         self.num_actors = check_int(stage, "num_actors", num_actors)
         self.seed = seeding.check_seed(stage, seed)
-        self.chunk = chunk
         self.max_restarts = check_int(stage, "max_restarts", max_restarts, minimum=0)
         self._options = actor_options(
             stage, ray_remote_args, max_restarts=self.max_restarts, max_task_retries=-1
