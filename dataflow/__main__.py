@@ -118,62 +118,42 @@ def _load(command: str, spec: str) -> DataFlow[Any] | None:
         return None
 
 
-def _profile(args: argparse.Namespace) -> int:
+def _profile(args: argparse.Namespace, df: DataFlow[Any]) -> str | None:
     from dataflow.tools._profiling import profile
 
-    df = _load("profile", args.pipeline)
-    if df is None:
-        return 2
     print(
         f"profile: {args.pipeline} -> {type(df).__name__}; {args.size} datapoints after {args.warmup} warmup",
         flush=True,
     )
-    with closing(df):
-        result = profile(df, size=args.size, warmup=args.warmup, progress=args.progress, trace=args.trace)
-        print(result, flush=True)
-    if args.trace:
-        print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
-    return 0
+    result = profile(df, size=args.size, warmup=args.warmup, progress=args.progress, trace=args.trace)
+    print(result, flush=True)
+    return "trace"
 
 
-def _tune(args: argparse.Namespace) -> int:
+def _tune(args: argparse.Namespace, df: DataFlow[Any]) -> str | None:
     from dataflow.tools._demo import load_pipeline
     from dataflow.tools._tuning import tune
 
-    df = _load("tune", args.pipeline)
-    if df is None:
-        return 2
-    df.close()  # each configuration builds its own
     print(f"tune: {args.pipeline}; {args.size} datapoints per configuration", flush=True)
     result = tune(lambda: load_pipeline(args.pipeline), size=args.size, warmup=args.warmup, trace=args.trace)
     print(result, flush=True)
-    if args.trace and result.stages:
-        print(
-            f"trace of the best configuration written to {args.trace} (open it in "
-            f"https://ui.perfetto.dev or chrome://tracing)"
-        )
-    return 0
+    return "trace of the best configuration" if result.stages else None
 
 
-def _bench(args: argparse.Namespace) -> int:
+def _bench(args: argparse.Namespace, df: DataFlow[Any]) -> str | None:
     from dataflow.tools._profiling import profile
     from dataflow.tools._speed import TestDataSpeed
 
-    df = _load("bench", args.pipeline)
-    if df is None:
-        return 2
     print(
         f"bench: {args.pipeline} -> {type(df).__name__}; timing {args.size} datapoints "
         f"after {args.warmup} warmup",
         flush=True,
     )
-    with closing(df):
-        result = TestDataSpeed(df, size=args.size, warmup=args.warmup, progress=args.progress).start()
-        print(result, flush=True)
-        if args.profile:
-            table = profile(df, size=args.size, warmup=args.warmup, progress=args.progress, reset=False)
-            print(f"\nper-stage profile (source first):\n{table}", flush=True)
-    return 0
+    print(TestDataSpeed(df, size=args.size, warmup=args.warmup, progress=args.progress).start(), flush=True)
+    if args.profile:
+        table = profile(df, size=args.size, warmup=args.warmup, progress=args.progress, reset=False)
+        print(f"\nper-stage profile (source first):\n{table}", flush=True)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,7 +163,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return {"tune": _tune, "profile": _profile}.get(args.command, _bench)(args)
+    df = _load(args.command, args.pipeline)
+    if df is None:
+        return 2
+    with closing(df):  # tune builds its own flows: this one is never reset
+        trace = {"tune": _tune, "profile": _profile, "bench": _bench}[args.command](args, df)
+    if trace is not None and args.trace:
+        print(f"{trace} written to {args.trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
 
 
 if __name__ == "__main__":

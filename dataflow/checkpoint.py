@@ -13,6 +13,7 @@ interrupted epoch is what no old rank had consumed, split among the new ranks.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -115,13 +116,12 @@ def reshard(states: Sequence[Mapping[str, Any]], num_shards: int) -> dict[str, A
                 f"works when every stage between .shard() and the consumer keeps nothing of its own "
                 f"at the checkpoint (no shuffle buffer, prefetch or parallel map in between)"
             )
-    out = json.loads(json.dumps(_encode(dict(states[0]))))  # a deep copy
-    out = _decode(out)
+    out = copy.deepcopy(dict(states[0]))
     new_tree = _nodes(out["root"])
     new_tree[k][1]["state"] = {"num_shards": None, "index": None}
     merge = _merged_files if file_split else _merged_source
     new_tree[source_at][1]["state"] = merge(source_nodes)
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def _ranks(trees: list[list[tuple[str, dict[str, Any]]]], k: int) -> list[int]:

@@ -1,9 +1,9 @@
 """Placing the numeric numpy leaves of a batch on a JAX device, cheaply.
 
-``jax.device_put`` spends about 50-150 us of Python per array before its C++ transfer
-(flattening, abstractifying, sharding checks), whatever the size; the transfer itself takes
-about 10 us on the CPU backend when the array is 64-byte aligned (XLA then aliases the numpy
-buffer instead of copying it). For a single-device target :class:`Placer` calls that C++
+``jax.device_put`` spends more Python per array before its C++ transfer (flattening,
+abstractifying, sharding checks) than the transfer itself takes on the CPU backend when the
+array is 64-byte aligned (XLA then aliases the numpy buffer instead of copying it). For a
+single-device target :class:`Placer` calls that C++
 transfer (``batched_device_put``, the function ``jax.device_put`` ends in) with the same
 abstract value, sharding and ``committed`` flag ``jax.device_put`` would use, and checks
 once per dtype that the result matches ``jax.device_put``'s (type, abstract value, sharding,

@@ -1,24 +1,15 @@
 """Giving large allocations back their heap where ``tf.data``'s ``from_generator`` takes it.
 
 TensorFlow's ``GeneratorDataset`` kernel (what ``tf.data.Dataset.from_generator`` runs) calls
-``mallopt(M_MMAP_THRESHOLD, 128 KiB)`` when it is created (``ApplyPython311MemoryPatch`` in
-``libtensorflow_cc``, seen in TensorFlow 2.21; its answer to memory growth reported with
-Python 3.11). That freezes glibc's adaptive thresholds for the whole process: from then on
-every allocation above 128 KiB is a fresh memory map, released again when it is freed, and
-freed heap memory is trimmed at once. A flow that makes a new batch array per batch pays a
-page fault per 4 KiB of it, every batch: for batches of 64 float32 images of 32x32x3 (786 KB),
-measured in tf.data's thread, 193 faults and ~600 us per batch on top of the ~180 us the batch
-costs to build (five times slower), and the whole ``dataflow_to_dataset`` path in a
-``tf.function`` half as fast.
+``mallopt(M_MMAP_THRESHOLD, 128 KiB)`` when it is created. That freezes glibc's adaptive
+thresholds for the whole process: every allocation above 128 KiB becomes a fresh memory map,
+released again when freed, so a flow that makes a new batch array per batch pays a page fault
+per 4 KiB of it, every batch.
 
 :func:`lift_mmap_threshold` sets the two thresholds where glibc's own adaptive rule takes them
-for large buffers: the mmap threshold at 32 MiB (the rule's ceiling on 64-bit glibc,
-``DEFAULT_MMAP_THRESHOLD_MAX``) and the trim threshold at twice that. Freed blocks below 32 MiB
-then stay in malloc's heaps for the next batch, as in any process where TensorFlow has not
-run. The RSS check: 24 epochs of 2,000 datapoints of random sizes (up to 786 KB) through
-``dataflow_to_dataset`` in a ``tf.function`` grew RSS by 14 MB with the thresholds lifted
-(10 MB in the first 3 epochs, 4 MB in the next 21), by 7 MB without, and ran 1.69x faster.
-
+for large buffers: the mmap threshold at 32 MiB (``DEFAULT_MMAP_THRESHOLD_MAX`` on 64-bit
+glibc) and the trim threshold at twice that; freed blocks below 32 MiB then stay in malloc's
+heaps for the next batch, as in any process where TensorFlow has not run.
 ``dataflow_to_dataset`` and ``ZMQInput`` call it when each iteration of their dataset starts
 (after TensorFlow's kernel has set its value). ``DATAFLOW_MALLOPT=0`` in the environment leaves
 malloc as TensorFlow set it. Only glibc has these settings; elsewhere this does nothing.

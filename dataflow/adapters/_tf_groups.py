@@ -1,9 +1,9 @@
 """Handing datapoints to tf.data several at a time (used by ``dataflow_to_dataset``).
 
 Every element that ``tf.data.Dataset.from_generator`` takes from Python costs one call from
-one of tf.data's threads into Python and back (about 0.5-1 ms on a 2-core machine, whatever
-the element's size). :func:`grouped_dataset` pays it once per *group*: its generator reads up
-to :data:`GROUP_MAX` consecutive datapoints of equal shapes (fewer when they reach
+one of tf.data's threads into Python and back, whatever the element's size.
+:func:`grouped_dataset` pays it once per *group*: its generator reads up to
+:data:`GROUP_MAX` consecutive datapoints of equal shapes (fewer when they reach
 :data:`GROUP_BYTES`, when reading them took :data:`GROUP_WINDOW_S`, at a change of shape, at
 the end or at an error) into one 64-byte aligned array per component, which TensorFlow can
 use without a copy (see :mod:`._tf_fill`: each datapoint is copied into its row as it is read,

@@ -50,7 +50,9 @@ def prefetch_to_device(iterable: Iterable[Any], size: int = 2, sharding: Any = N
 
 def _prefetch(iterable: Iterable[Any], size: int, sharding: Any) -> Iterator[Any]:
     place = Placer(sharding)  # resolved here, in the consumer's thread
-    source = _epoch(iterable, place)  # an epoch of a DataFlow begins in the consumer's thread
+    # an epoch of a DataFlow begins in the consumer's thread; a plain BatchData stacks its
+    # batches straight into memory the placer aligned (no copy before the transfer)
+    source = epoch_stacked_by(iterable, place.stack) if place.aligns else iter(iterable)
     done: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()  # (kind, batch or exception)
     room: queue.SimpleQueue[bool] = queue.SimpleQueue()  # one True per batch it may read ahead
     for _ in range(size):
@@ -74,12 +76,6 @@ def _prefetch(iterable: Iterable[Any], size: int, sharding: Any) -> Iterator[Any
         stop.set()
         room.put(False)  # wakes the thread if it waits for room
         thread.join(_JOIN_S)  # a thread stuck in the source's next() is left as a daemon
-
-
-def _epoch(iterable: Iterable[Any], place: Placer) -> Iterator[Any]:
-    """``iter(iterable)``; a plain ``BatchData`` stacks its batches straight into memory the
-    placer aligned (no copy before the transfer)."""
-    return epoch_stacked_by(iterable, place.stack) if place.aligns else iter(iterable)
 
 
 def _feed(

@@ -40,6 +40,10 @@ __all__ = ["DataFlowDataset", "DevicePrefetcher", "to_tensors", "to_torch"]
 def to_tensors(obj: Any) -> Any:
     """Numpy arrays (and numpy scalars) in ``obj`` as tensors, recursively through lists,
     tuples and dicts; arrays share memory with their tensors. Other values are unchanged."""
+    return _map_leaves(obj, _to_tensor)
+
+
+def _to_tensor(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in "iufcb":
             return obj
@@ -49,13 +53,22 @@ def to_tensors(obj: Any) -> Any:
         return torch.from_numpy(obj)
     if isinstance(obj, np.generic) and obj.dtype.kind in "iufcb":
         return torch.as_tensor(obj)
-    if isinstance(obj, list):
-        return [to_tensors(x) for x in obj]
-    if isinstance(obj, tuple):
-        return tuple(to_tensors(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: to_tensors(v) for k, v in obj.items()}
     return obj
+
+
+def _map_leaves(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    """``obj`` with ``fn`` applied to every leaf under its lists, tuples and dicts."""
+    if isinstance(obj, list):
+        return [_map_leaves(x, fn) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_map_leaves(x, fn) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _map_leaves(v, fn) for k, v in obj.items()}
+    return fn(obj)
+
+
+def _map_tensors(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    return _map_leaves(obj, lambda x: fn(x) if isinstance(x, torch.Tensor) else x)
 
 
 class DataFlowDataset(IterableDataset[Any]):
@@ -154,29 +167,6 @@ def to_torch(df: DataFlow[Any], convert: bool = True, shard: bool = True) -> Dat
     return DataFlowDataset(df, convert=convert, shard=shard)
 
 
-def _tensors_of(obj: Any) -> Iterator[Any]:
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            yield from _tensors_of(x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _tensors_of(x)
-
-
-def _map_tensors(obj: Any, fn: Callable[[Any], Any]) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if isinstance(obj, list):
-        return [_map_tensors(x, fn) for x in obj]
-    if isinstance(obj, tuple):
-        return tuple(_map_tensors(x, fn) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _map_tensors(v, fn) for k, v in obj.items()}
-    return obj
-
-
 class DevicePrefetcher:
     """Iterate ``iterable`` with each batch already on ``device``, ``depth`` batches ahead.
 
@@ -235,8 +225,7 @@ class DevicePrefetcher:
             moved, ready = pending.popleft()
             consumer = torch.cuda.current_stream(device)
             consumer.wait_event(ready)
-            for t in _tensors_of(moved):
-                t.record_stream(consumer)
+            _map_tensors(moved, lambda t: t.record_stream(consumer))  # noqa: B023 (called at once)
             stage()
             yield moved
 

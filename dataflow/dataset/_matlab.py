@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..adapters._require import require
 from ._paths import FormatError
 
 __all__ = ["loadmat"]
 
 
 def loadmat(stage: str, path: str) -> dict[str, Any]:
+    scipy_io = require("scipy.io", "datasets", f"{stage} (reading .mat files)")
     try:
-        import scipy.io
-    except ImportError as e:
-        raise ImportError(f"{stage} reads .mat files with SciPy: pip install 'dataflow-ml[datasets]'") from e
-    try:
-        return scipy.io.loadmat(path)  # type: ignore[no-any-return]
+        return scipy_io.loadmat(path)  # type: ignore[no-any-return]
     except (ValueError, TypeError, OSError) as e:
         raise FormatError(f"{stage}: {path}: not a readable .mat file ({e})") from e
 

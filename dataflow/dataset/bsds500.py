@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..adapters._require import require
 from ..sources._memory import DataFromArrays
-from ._cv2 import import_cv2
 from ._matlab import field, loadmat
 from ._paths import FormatError, check_choice, dataset_dir, missing
 
@@ -35,7 +35,7 @@ class BSDS500(DataFromArrays):
         self.data_root = os.path.join(dataset_dir("bsds500_data", data_dir), "BSR", "BSDS500", "data")
         if not os.path.isdir(self.data_root):
             raise missing(stage, self.data_root, _SOURCE)
-        cv2 = import_cv2(stage)
+        cv2 = require("cv2", "image", f"{stage} (decoding images with OpenCV)")
         files = sorted(glob.glob(os.path.join(self.data_root, "images", name, "*.jpg")))
         if not files:
             raise missing(stage, os.path.join(self.data_root, "images", name, "*.jpg"), _SOURCE)

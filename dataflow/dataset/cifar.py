@@ -85,13 +85,8 @@ class CifarBase(DataFromArrays):
     def get_per_pixel_mean(self, names: tuple[str, ...] = ("train", "test")) -> np.ndarray:
         """The mean 32x32x3 ``float32`` image over the given splits."""
         train, test, _ = _files(self.dir, self.cifar_classnum)
-        files = []
-        for name in names:
-            files += (
-                train
-                if check_choice(type(self).__name__, "names", name, ("train", "test")) == "train"
-                else test
-            )
+        split = {"train": train, "test": test}
+        files = [f for n in names for f in split[check_choice(type(self).__name__, "names", n, tuple(split))]]
         images, _ = _read(files, self.cifar_classnum, type(self).__name__)
         return images.astype(np.float32).mean(axis=0)  # type: ignore[no-any-return]
 

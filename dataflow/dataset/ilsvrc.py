@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..adapters._require import require
 from ..sources._memory import DataFromArrays
 from ._paths import FormatError, check_choice, dataset_dir, require_file
 
@@ -108,9 +109,8 @@ class ILSVRC12Files(DataFromArrays):
 
 
 def _imread(fname: str) -> np.ndarray:
-    from ._cv2 import import_cv2
-
-    im = import_cv2("ILSVRC12").imread(fname, 1)  # cv2.IMREAD_COLOR: BGR
+    cv2 = require("cv2", "image", "ILSVRC12 (decoding images with OpenCV)")
+    im = cv2.imread(fname, 1)  # cv2.IMREAD_COLOR: BGR
     if im is None:
         raise FormatError(f"ILSVRC12: cannot decode the image {fname!r}")
     return im  # type: ignore[no-any-return]

@@ -12,10 +12,11 @@ copy waits (pulls return nothing, flagged ended) until a pull of a newer ``gen``
 next pass. Without ``shard`` the copy runs pass after pass by itself. Methods never raise
 for the user's errors: they return an :class:`~dataflow.parallel._messages.ErrorRecord`.
 
-Restarts: ``snapshot()`` returns the ``start`` this copy would be rebuilt from to stand where
-it is now (its pass number, whether it waits, its flow's state); a new actor built from a
-snapshot and given ``replay(pulls)``, the pulls the consumer received since that snapshot,
-stands exactly where the dead one stood for the consumer (see :mod:`._restart`).
+Restarts: a pull asked for a snapshot also returns the ``start`` this copy would be rebuilt
+from to stand where it is right after that pull (its pass number, whether it waits, its
+flow's state); a new actor built from a snapshot and given ``replay(pulls)``, the pulls the
+consumer received since that snapshot, stands exactly where the dead one stood for the
+consumer (see :mod:`._restart`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from ._wire import approx_size, pack
 
 __all__ = ["FlowActor", "Pulled", "Start"]
 
-#: ``(gen, kind, datapoints (packed, from ``pull``) or error record, pass ended)``
-Pulled = tuple[int, bytes, Any, bool]
+#: ``(gen, kind, datapoints (packed) or error record, pass ended, snapshot)``: see ``pull``
+Pulled = tuple[int, bytes, Any, bool, Any]
 #: ``(pass number, waiting for the next pass, flow state or None)``: where a copy starts
 Start = tuple[int, bool, Mapping[str, Any] | None]
 
@@ -49,13 +50,8 @@ class FlowActor:
         start: Start,
         chunk_bytes: int | None = None,
     ) -> None:
-        self.source, self.index, self.num_workers, self.shard, self.seed = (
-            source,
-            index,
-            num_workers,
-            shard,
-            seed,
-        )
+        self.source, self.index, self.num_workers = source, index, num_workers
+        self.shard, self.seed = shard, seed
         self.gen, self.waiting, self.state_to_load = start
         self.chunk_bytes = chunk_bytes
         self.flow: DataFlow[Any] | None = None
@@ -108,12 +104,23 @@ class FlowActor:
         except BaseException as e:
             return msg.capture_error(e, f"len() of the flow in {self.where}")
 
-    def pull(self, gen: int, n: int) -> Pulled:
-        """The next ``n`` datapoints (see the module docstring), packed (:func:`~._wire.pack`)."""
+    def pull(self, gen: int, n: int, snapshot: bool = False) -> Pulled:
+        """The next ``n`` datapoints (see the module docstring), packed (:func:`~._wire.pack`);
+        last, with ``snapshot``, the :data:`Start` that rebuilds this copy right after them
+        (an error record if the flow cannot save its state here, e.g. a generator source
+        mid-epoch), else ``None``."""
         gen, kind, payload, ended = self._next(gen, n)
-        return gen, kind, (pack(payload, self.ring) if kind == msg.DATA else payload), ended
+        if kind != msg.DATA:
+            return gen, kind, payload, ended, None
+        start: Any = None
+        if snapshot and self.flow is not None:
+            try:
+                start = (self.gen, self.waiting, self.flow.state_dict())
+            except BaseException as e:
+                start = msg.capture_error(e, f"state_dict() of the flow in {self.where}")
+        return gen, kind, pack(payload, self.ring), ended, start
 
-    def _next(self, gen: int, n: int) -> Pulled:
+    def _next(self, gen: int, n: int) -> tuple[int, bytes, Any, bool]:
         try:
             flow = self._setup()
             if self.shard and gen > self.gen:  # the consumer began a new pass
@@ -140,16 +147,6 @@ class FlowActor:
     def state(self) -> Any:
         try:
             return self._setup().state_dict()
-        except BaseException as e:
-            return msg.capture_error(e, f"state_dict() of the flow in {self.where}")
-
-    def snapshot(self) -> Any:
-        """The :data:`Start` that rebuilds this copy where it stands (an error record if the
-        flow cannot save its state here, e.g. a generator source mid-epoch)."""
-        if self.flow is None:  # nothing read yet: the start it was built from still holds
-            return self.gen, self.waiting, self.state_to_load
-        try:
-            return self.gen, self.waiting, self.flow.state_dict()
         except BaseException as e:
             return msg.capture_error(e, f"state_dict() of the flow in {self.where}")
 

@@ -23,7 +23,6 @@ says which actor died and why.
 from __future__ import annotations
 
 import os
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -40,8 +39,6 @@ from ._owned import owned
 from ._wire import Packed, pack, unpack
 
 __all__ = ["RayMapData"]
-
-_POLL_S = 1.0  # how often a wait for results wakes up to check the timeout
 
 
 class _MapActor:
@@ -116,7 +113,6 @@ class RayMapData(ParallelMapBase):
         super().__init__(ds, map_func, buffer_size, strict, ordered, timeout, chunk, item_rng, seed)
         self.num_actors = check_int(stage, "num_actors", num_actors)
         self.seed = seeding.check_seed(stage, seed)
-        self.chunk = chunk
         self.max_restarts = check_int(stage, "max_restarts", max_restarts, minimum=0)
         self._options = actor_options(
             stage, ray_remote_args, max_restarts=self.max_restarts, max_task_retries=-1
@@ -157,17 +153,13 @@ class RayMapData(ParallelMapBase):
 
     def _get_all(self, refs: list[Any], doing: str) -> list[Any]:
         ray = connected_ray(type(self).__name__)
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        pending = list(refs)
-        while pending:
-            wait = _POLL_S if deadline is None else max(0.0, min(_POLL_S, deadline - time.monotonic()))
-            _, pending = ray.wait(pending, num_returns=len(pending), timeout=wait)
-            if pending and deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"{type(self).__name__}: {len(pending)} of {len(refs)} Ray actors did not answer "
-                    f"{doing} within timeout={self.timeout}s (not enough free resources for "
-                    f"{self._options}? available: {ray.available_resources()})"
-                )
+        _, pending = ray.wait(refs, num_returns=len(refs), timeout=self.timeout)
+        if pending:
+            raise TimeoutError(
+                f"{type(self).__name__}: {len(pending)} of {len(refs)} Ray actors did not answer "
+                f"{doing} within timeout={self.timeout}s (not enough free resources for "
+                f"{self._options}? available: {ray.available_resources()})"
+            )
         return ray.get(list(refs))  # type: ignore[no-any-return]
 
     def _submit(self, task_id: TaskId, chunk: list[Any], rng_key: RngKey) -> None:
@@ -188,17 +180,13 @@ class RayMapData(ParallelMapBase):
         ray = connected_ray(type(self).__name__)
         if not self._refs:
             raise RuntimeError(f"{type(self).__name__}: waiting for a result with nothing in flight")
-        start = time.monotonic()
-        while True:
-            refs = list(self._refs)
-            ready, _ = ray.wait(refs, num_returns=1, timeout=_POLL_S)
-            if ready:
-                break
-            if self.timeout is not None and time.monotonic() - start >= self.timeout:
-                raise TimeoutError(
-                    f"{type(self).__name__}: no result from {self.num_actors} Ray actors in "
-                    f"timeout={self.timeout}s ({len(refs)} calls in flight)"
-                )
+        refs = list(self._refs)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=self.timeout)
+        if not ready:
+            raise TimeoutError(
+                f"{type(self).__name__}: no result from {self.num_actors} Ray actors in "
+                f"timeout={self.timeout}s ({len(refs)} calls in flight)"
+            )
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         try:
             results = ray.get(ready)

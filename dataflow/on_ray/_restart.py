@@ -3,17 +3,16 @@ it stood for the consumer (no Ray here: pure bookkeeping, kept by the consumer).
 
 A worker's copy of the flow lives only in its actor, so the consumer keeps, per worker, its
 **last snapshot** (the :data:`~._flow_actor.Start` it could be rebuilt from: at first the one
-it was built from, later what :meth:`~._flow_actor.FlowActor.snapshot` returned) and the
-**log** of the pulls received since then. A new actor built from the snapshot replays the
-logged pulls (dropping their datapoints) and then stands where the dead one stood; the pulls
-that were in flight when it died are sent again. Nothing is lost or repeated, provided the
-flow is deterministic from its seed and state (the checkpoint contract); the replay checks
-that every pull gives the same number of datapoints and fails clearly when not.
+it was built from, later one a pull brought back) and the **log** of the pulls received
+since then. A new actor built from the snapshot replays the logged pulls (dropping their
+datapoints) and then stands where the dead one stood; the pulls that were in flight when it
+died are sent again. Nothing is lost or repeated, provided the flow is deterministic from its
+seed and state (the checkpoint contract); the replay checks that every pull gives the same
+number of datapoints and fails clearly when not.
 
-Snapshots bound the replay: every ``snapshot_every`` pulls the consumer asks the worker for
-one (in the worker's call order, so it is the state right after the pulls sent before it)
-and adopts it once a later pull has come back. A flow that cannot save its state there
-(a generator source mid-epoch) keeps the older snapshot and a longer log.
+Snapshots bound the replay: every ``snapshot_every``-th pull asks the worker for one, taken
+right after serving it and sent back with its datapoints. A flow that cannot save its state
+there (a generator source mid-epoch) keeps the older snapshot and a longer log.
 """
 
 from __future__ import annotations
@@ -31,12 +30,12 @@ Run = list[Any]
 
 @dataclass
 class Lineage:
-    """One worker's last snapshot, the pulls received since, and its restart count."""
+    """One worker's last snapshot, the pulls received since, the pulls sent and its restart
+    count."""
 
     start: Start
     log: list[Run] = field(default_factory=list)
-    received: int = 0  #: pulls in ``log``
-    pending: tuple[Any, int] | None = None  #: (snapshot ref, pulls it comes after)
+    sent: int = 0  #: pulls sent to this worker
     snapshots: bool = True  #: False once the flow could not save its state
     restarts: int = 0
 
@@ -47,42 +46,15 @@ class Lineage:
             last[4] += 1
         else:
             self.log.append([gen, n, count, ended, 1])
-        self.received += 1
-
-    def asked(self, ref: Any, inflight: int) -> None:
-        """A snapshot was requested with ``inflight`` pulls sent before it not yet back."""
-        self.pending = (ref, self.received + inflight)
-
-    def served(self) -> bool:
-        """Whether the pending snapshot was surely taken (a later pull came back)."""
-        return self.pending is not None and self.received > self.pending[1]
 
     def adopt(self, start: Start | None) -> None:
-        """The pending snapshot's answer: the new start (``None``: the flow could not save
-        its state; keep the old one, and ask no more)."""
-        if self.pending is None:
-            return
-        at = self.pending[1]
-        self.pending = None
+        """A snapshot taken right after the last pull recorded: the new start (``None``: the
+        flow could not save its state; keep the old one, and ask no more)."""
         if start is None:
             self.snapshots = False
-            return
-        self.start = start
-        drop = at
-        while drop:
-            run = self.log[0]
-            if run[4] <= drop:
-                drop -= run[4]
-                self.log.pop(0)
-            else:
-                run[4] -= drop
-                drop = 0
-        self.received -= at
+        else:
+            self.start, self.log = start, []
 
     def replay(self) -> list[tuple[int, int, int, bool, int]]:
         """The pulls a new actor built from :attr:`start` must serve again."""
         return [(int(g), int(n), int(c), bool(e), int(r)) for g, n, c, e, r in self.log]
-
-    def lost(self) -> None:
-        """The worker died: a pending snapshot will never be adopted."""
-        self.pending = None

@@ -150,7 +150,7 @@ class RayRunner(DataFlow[Any]):
         self._pass = 0
         self._ended = [True] * n  # shard mode: no pass begun yet
         self._yielded = 0  # datapoints yielded in this epoch
-        self._loaded: tuple[list[Any], list[bool]] | None = None  # worker states to start from
+        self._loaded: list[Any] | None = None  # worker states to start from
 
     @property
     def actors(self) -> list[Any]:
@@ -165,14 +165,11 @@ class RayRunner(DataFlow[Any]):
     # -- lifecycle ------------------------------------------------------------------------
     def reset_state(self) -> None:
         """Start the workers (each builds and resets its own copy of the flow)."""
-        self._stop()
+        self._workers.stop()
         ray = connected_ray(type(self).__name__)
         if self._loaded is None:
             self._fresh_state()
-            states: list[Any] = [None] * self.num_workers
-        else:
-            states = self._loaded[0]
-        self._loaded = None
+        states, self._loaded = self._loaded or [None] * self.num_workers, None
         cls = ray.remote(FlowActor).options(**self._options)
         source = ray.put(self.flow)
         seed = seeding.resolve_seed(self.seed)
@@ -189,7 +186,7 @@ class RayRunner(DataFlow[Any]):
             self._workers.start(make, starts)
             self._length = self._ask_length()
         except BaseException:
-            self._stop()
+            self._workers.stop()
             raise
         for w in range(n):
             self._top_up(w)
@@ -220,9 +217,6 @@ class RayRunner(DataFlow[Any]):
 
     def close(self) -> None:
         """Kill the workers. Idempotent; ``reset_state`` starts them again."""
-        self._stop()
-
-    def _stop(self) -> None:
         self._workers.stop()
 
     # -- pulling --------------------------------------------------------------------------
@@ -317,8 +311,7 @@ class RayRunner(DataFlow[Any]):
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
-        saved = self._loaded or ([None] * self.num_workers, [])
-        states = self._snapshot() if self._workers.actors else saved[0]
+        states = self._snapshot() if self._workers.actors else self._loaded or [None] * self.num_workers
         queues = [
             [
                 {"items": encode_items(stage, items, "datapoints received") if items else None, "ended": e}
@@ -360,7 +353,7 @@ class RayRunner(DataFlow[Any]):
         if live:  # else the next __iter__ begins an epoch (a new pass, in shard mode)
             self._resume = int_field(stage, state, "yielded", 0)
         was_running = bool(self._workers.actors)
-        self._loaded = (workers, self._ended)
+        self._loaded = workers
         if was_running and not checking_only():  # started: start the workers again from it
             self.reset_state()
 

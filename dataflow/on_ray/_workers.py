@@ -9,7 +9,6 @@ mapped while arrays the consumer holds view it).
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +23,6 @@ from ._restart import Lineage
 from ._wire import unpack
 
 __all__ = ["Workers"]
-
-_POLL_S = 1.0  # how often a wait wakes up to check the timeout
 
 
 class Workers:
@@ -101,27 +98,28 @@ class Workers:
         """Worker ``w``'s answer ``ref``; ``TimeoutError`` past the timeout, ``WorkerDied``
         when the actor is gone."""
         ray = ray_module(self.stage)
-        start = time.monotonic()
-        while True:
-            try:
-                return ray.get(ref, timeout=_POLL_S)
-            except ray.exceptions.GetTimeoutError:
-                if self.timeout is not None and time.monotonic() - start >= self.timeout:
-                    raise TimeoutError(
-                        f"{self.stage}: worker {w} did not answer {doing} within "
-                        f"timeout={self.timeout}s (resources: {ray.available_resources()})"
-                    ) from None
-            except ray.exceptions.RayActorError as e:
-                pid = self.pids[w] if w < len(self.pids) else None
-                raise WorkerDied(
-                    f"{self.stage}: Ray worker {w} (pid {pid}) died; its copy of the flow "
-                    f"is lost. Ray says: {(str(e).strip().splitlines() or [type(e).__name__])[0]}",
-                    pid=pid,
-                ) from e
+        try:
+            return ray.get(ref, timeout=self.timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError(
+                f"{self.stage}: worker {w} did not answer {doing} within "
+                f"timeout={self.timeout}s (resources: {ray.available_resources()})"
+            ) from None
+        except ray.exceptions.RayActorError as e:
+            pid = self.pids[w] if w < len(self.pids) else None
+            raise WorkerDied(
+                f"{self.stage}: Ray worker {w} (pid {pid}) died; its copy of the flow "
+                f"is lost. Ray says: {(str(e).strip().splitlines() or [type(e).__name__])[0]}",
+                pid=pid,
+            ) from e
 
     def pull(self, w: int, gen: int) -> None:
-        """Send worker ``w`` one more pull, for pass ``gen``."""
-        self.inflight[w].append((gen, self.actors[w].pull.remote(gen, self.chunk)))
+        """Send worker ``w`` one more pull, for pass ``gen`` (every ``snapshot_every``-th asks
+        for a snapshot too)."""
+        lineage, every = self.lineage[w], self.snapshot_every
+        lineage.sent += 1
+        snapshot = lineage.snapshots and every is not None and lineage.sent % every == 0
+        self.inflight[w].append((gen, self.actors[w].pull.remote(gen, self.chunk, snapshot)))
 
     def receive(self, w: int) -> tuple[int, list[Any], bool] | None:
         """Worker ``w``'s oldest pull: ``(pass, datapoints, pass ended)``; ``None`` when the
@@ -133,13 +131,14 @@ class Workers:
             self.replace(w, died)
             return None
         self.inflight[w].popleft()
-        gen, kind, payload, ended = pulled
+        gen, kind, payload, ended, snapshot = pulled
         if kind == msg.ERROR:
             raise msg.error_for(self.stage, payload)
         items = unpack(payload, self.rings[w])
         lineage = self.lineage[w]
         lineage.record(sent_gen, self.chunk, len(items), ended)
-        self._snapshot_step(w, lineage)
+        if snapshot is not None:
+            lineage.adopt(None if isinstance(snapshot, msg.ErrorRecord) else snapshot)
         return gen, (owned(items) if self.copy else items), ended
 
     def state(self, w: int, actor: Any, ref: Any, drain: Callable[[int], None]) -> Any:
@@ -156,19 +155,9 @@ class Workers:
             actor = self.actors[w]
             ref = actor.state.remote()
 
-    def _snapshot_step(self, w: int, lineage: Lineage) -> None:
-        """Adopt worker ``w``'s pending snapshot once served; ask for one when due."""
-        if lineage.pending is not None and lineage.served():
-            answer = self.get(w, lineage.pending[0], "a snapshot")
-            lineage.adopt(None if isinstance(answer, msg.ErrorRecord) else answer)
-        elif lineage.pending is None and lineage.snapshots and self.snapshot_every is not None:
-            if lineage.received >= self.snapshot_every:
-                lineage.asked(self.actors[w].snapshot.remote(), len(self.inflight[w]))
-
     def replace(self, w: int, died: WorkerDied) -> None:
         """Replace dead worker ``w`` by one standing where it stood, or raise ``died``."""
         lineage = self.lineage[w]
-        lineage.lost()
         while True:
             lineage.restarts += 1
             if lineage.restarts > self.max_restarts or self._make is None:

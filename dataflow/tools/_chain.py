@@ -21,10 +21,21 @@ def chain_of(df: DataFlow[Any]) -> list[Any]:
 
 
 class _TimedUpstream(ProxyDataFlow):
-    """Wraps an upstream; accumulates the wall time spent inside its ``iter()``/``next()``."""
+    """Wraps an upstream; accumulates the wall time spent inside its ``iter()``/``next()``.
+    With a ``tracer``, also records each ``next()`` as a ``busy`` span on the upstream's
+    ``track``, and as a ``wait`` span on the track of the stage reading it (``reader``;
+    ``None`` for the top, read by the user's loop)."""
 
-    def __init__(self, ds: DataFlow[Any]) -> None:
+    def __init__(
+        self,
+        ds: DataFlow[Any],
+        tracer: _trace.Tracer | None = None,
+        track: tuple[int, int] = (0, 0),
+        reader: tuple[int, int] | None = None,
+        label: str = "",
+    ) -> None:
         super().__init__(ds)
+        self.tracer, self.track, self.reader, self.label = tracer, track, reader, label
         self.zero()
 
     def zero(self) -> None:
@@ -38,6 +49,9 @@ class _TimedUpstream(ProxyDataFlow):
         return getattr(self.ds, name)
 
     def __iter__(self) -> Iterator[Any]:
+        return self._timed() if self.tracer is None else self._traced(self.tracer)
+
+    def _timed(self) -> Iterator[Any]:
         clock = time.perf_counter
         t0 = clock()
         for dp in self.ds:
@@ -48,6 +62,26 @@ class _TimedUpstream(ProxyDataFlow):
             t0 = clock()
         self.seconds += clock() - t0
         self.calls += 1
+
+    def _traced(self, tr: _trace.Tracer) -> Iterator[Any]:
+        clock = time.perf_counter
+        track, reader, label = self.track, self.reader, self.label
+        wait = f"waiting for {label}"
+        t0 = clock()
+        for dp in self.ds:
+            t1 = clock()
+            self.seconds += t1 - t0
+            self.items += 1
+            self.calls += 1
+            tr.span(track, label, t0, t1)
+            if reader is not None:
+                tr.span(reader, wait, t0, t1, "wait")
+            yield dp
+            t0 = clock()
+        t1 = clock()
+        self.seconds += t1 - t0
+        self.calls += 1
+        tr.span(track, f"{label}: end of epoch", t0, t1)
 
 
 Proxy = Callable[[Any, int], "_TimedUpstream"]  # (the flow to time, its position in the chain)
@@ -122,34 +156,3 @@ def _install(
         installed.append((stage, orig))
         proxies.append(proxy)
     return chain, proxies, installed
-
-
-class _TracedUpstream(_TimedUpstream):
-    """A timing proxy that also records each ``next()`` of its upstream as a ``busy`` span on
-    the upstream's track, and as a ``wait`` span on the track of the stage reading it
-    (``reader``; ``None`` for the top, read by the user's loop)."""
-
-    def __init__(self, ds: DataFlow[Any], tracer: _trace.Tracer, track: tuple[int, int],
-                 reader: tuple[int, int] | None, label: str) -> None:
-        super().__init__(ds)
-        self.tracer, self.track, self.reader, self.label = tracer, track, reader, label
-
-    def __iter__(self) -> Iterator[Any]:
-        clock = time.perf_counter
-        tr, track, reader, label = self.tracer, self.track, self.reader, self.label
-        wait = f"waiting for {label}"
-        t0 = clock()
-        for dp in self.ds:
-            t1 = clock()
-            self.seconds += t1 - t0
-            self.items += 1
-            self.calls += 1
-            tr.span(track, label, t0, t1)
-            if reader is not None:
-                tr.span(reader, wait, t0, t1, "wait")
-            yield dp
-            t0 = clock()
-        t1 = clock()
-        self.seconds += t1 - t0
-        self.calls += 1
-        tr.span(track, f"{label}: end of epoch", t0, t1)

@@ -35,15 +35,14 @@ from ._chain import (
     _install,
     _proxy_cost,
     _TimedUpstream,
-    _TracedUpstream,
     _upstream_of,
     chain_of,
     timed,
 )
-from ._speed import format_seconds
-from ._tracing import trace
+from ._speed import epochs, format_seconds
+from ._tracing import recording, stage_proxies
 
-__all__ = ["ProfileResult", "StageTiming", "profile", "trace"]
+__all__ = ["ProfileResult", "StageTiming", "profile"]
 
 
 @dataclass(frozen=True)
@@ -119,19 +118,6 @@ class ProfileResult:
         return "\n".join(lines)
 
 
-def _epochs(flow: DataFlow[Any], what: str) -> Generator[Any, None, None]:
-    """Datapoints of ``flow``, epoch after epoch; ``ValueError`` on an empty epoch."""
-    while True:
-        n = 0
-        for dp in flow:
-            n += 1
-            yield dp
-        if n == 0:
-            raise ValueError(
-                f"profile: {what} produced no datapoint in an epoch; profiling needs a flow that yields data"
-            )
-
-
 def profile(
     df: DataFlow[Any],
     size: int = 2000,
@@ -161,10 +147,8 @@ def profile(
     chain = chain_of(df)
     if trace is None:
         return _profile(df, chain, size, warmup, progress, reset, timed, _proxy_cost())
-    from ._tracing import recording, stage_proxies
-
     def probe(ds: Any, k: int) -> _TimedUpstream:  # a traced proxy whose events are dropped
-        return _TracedUpstream(ds, _trace.Tracer(max_events=0), (0, 0), (0, 0), "probe")
+        return _TimedUpstream(ds, _trace.Tracer(max_events=0), (0, 0), (0, 0), "probe")
 
     cost = _proxy_cost(make=probe)
     with recording() as tracer:
@@ -183,7 +167,7 @@ def _profile(
     try:
         if reset:
             df.reset_state()
-        stream = _epochs(proxies[0], type(df).__name__)
+        stream = epochs(proxies[0], f"profile: {type(df).__name__}")
         for _ in itertools.islice(stream, warmup):
             pass
         for p in proxies:

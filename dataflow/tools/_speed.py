@@ -9,8 +9,9 @@ own cost is a fraction of a microsecond per datapoint.
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,9 +19,9 @@ import numpy as np
 
 from .._checks import check_int
 from .._progress import UNIT, check_progress, progress_bar
-from ..base import DataFlow, ProxyDataFlow
+from ..base import DataFlow, ProxyDataFlow, close_iterator
 
-__all__ = ["SpeedResult", "TestDataSpeed"]
+__all__ = ["SpeedResult", "TestDataSpeed", "epochs"]
 
 _UI_INTERVAL = 0.1  # seconds between progress-bar refreshes
 
@@ -112,81 +113,58 @@ class TestDataSpeed(ProxyDataFlow):
         if not self._reset_called:
             self.ds.reset_state()
             self._reset_called = True
-        it: Iterator[Any] = iter(self.ds)
+        size, clock, begun = self.test_size, time.perf_counter, [0]
+        times = [0.0] * (size + 1)
+        stream = epochs(self.ds, f"TestDataSpeed: {type(self.ds).__name__}", begun)
         try:
-            it, epochs, carried = self._skip_warmup(it)
-            times, it, epochs = self._timed(it, epochs, carried)
+            if self.warmup:
+                with progress_bar(
+                    "TestDataSpeed", self.progress, total=self.warmup, desc="warmup", leave=False
+                ) as bar:
+                    for _ in itertools.islice(stream, self.warmup):
+                        bar.update()
+            with progress_bar("TestDataSpeed", self.progress, total=size, smoothing=0.2, leave=True) as bar:
+                shown, next_ui = 0, clock() + _UI_INTERVAL
+                times[0] = clock()
+                for i, _ in enumerate(itertools.islice(stream, size), 1):
+                    times[i] = t = clock()
+                    if t >= next_ui:
+                        bar.update(i - shown)
+                        shown, next_ui = i, t + _UI_INTERVAL
+                bar.update(size - shown)
         finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
+            stream.close()
         stamps = np.asarray(times, dtype=np.float64)
         latencies = np.diff(stamps)
         seconds = float(stamps[-1] - stamps[0])
         p50, p90, p99 = (float(x) for x in np.percentile(latencies, [50, 90, 99]))
         return SpeedResult(
-            count=self.test_size,
+            count=size,
             seconds=seconds,
-            items_per_sec=self.test_size / seconds if seconds > 0 else float("inf"),
+            items_per_sec=size / seconds if seconds > 0 else float("inf"),
             latency_p50=p50,
             latency_p90=p90,
             latency_p99=p99,
             latency_max=float(latencies.max()),
             warmup=self.warmup,
-            epochs=epochs,
+            epochs=begun[0],
         )
 
-    def _empty_epoch(self) -> ValueError:
-        return ValueError(
-            f"TestDataSpeed: {type(self.ds).__name__} produced no datapoint in an epoch; "
-            f"a speed test needs a flow that yields data"
-        )
 
-    def _skip_warmup(self, it: Iterator[Any]) -> tuple[Iterator[Any], int, int]:
-        """Draw ``warmup`` datapoints; return the iterator, epochs started and the number of
-        datapoints already drawn from that iterator."""
-        epochs, in_epoch, left = 1, 0, self.warmup
-        if not left:
-            return it, epochs, in_epoch
-        with progress_bar("TestDataSpeed", self.progress, total=left, desc="warmup", leave=False) as bar:
-            while left:
-                try:
-                    next(it)
-                except StopIteration:
-                    if in_epoch == 0:
-                        raise self._empty_epoch() from None
-                    it, in_epoch, epochs = iter(self.ds), 0, epochs + 1
-                    continue
-                left -= 1
-                in_epoch += 1
-                bar.update()
-        return it, epochs, in_epoch
-
-    def _timed(self, it: Iterator[Any], epochs: int, carried: int) -> tuple[list[float], Iterator[Any], int]:
-        size = self.test_size
-        times = [0.0] * (size + 1)
-        clock = time.perf_counter
-        i = shown = 0
-        with progress_bar("TestDataSpeed", self.progress, total=size, smoothing=0.2, leave=True) as bar:
-            next_ui = clock() + _UI_INTERVAL
-            times[0] = clock()
-            while True:
-                i0 = i
-                for _ in it:
-                    i += 1
-                    t = clock()
-                    times[i] = t
-                    if i == size:
-                        break
-                    if t >= next_ui:
-                        bar.update(i - shown)
-                        shown, next_ui = i, t + _UI_INTERVAL
-                else:  # the epoch ended before `size` datapoints
-                    if i == i0 and carried == 0:
-                        raise self._empty_epoch()
-                    carried, epochs = 0, epochs + 1
-                    it = iter(self.ds)
-                    continue
-                break
-            bar.update(size - shown)
-        return times, it, epochs
+def epochs(flow: DataFlow[Any], what: str, begun: list[int] | None = None) -> Generator[Any, None, None]:
+    """The datapoints of ``flow``, epoch after epoch (``begun[0]`` counts the epochs begun);
+    ``ValueError`` naming ``what`` (``"stage: flow"``) on an epoch without any. Closing it
+    closes the epoch's iterator."""
+    while True:
+        if begun is not None:
+            begun[0] += 1
+        n = 0
+        it = iter(flow)
+        try:
+            for dp in it:
+                n += 1
+                yield dp
+        finally:
+            close_iterator(it)
+        if n == 0:
+            raise ValueError(f"{what} produced no datapoint in an epoch; measuring needs a flow with data")

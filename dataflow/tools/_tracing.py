@@ -36,7 +36,7 @@ from typing import Any
 
 from .. import _trace
 from ..base import DataFlow
-from ._chain import Proxy, _detail, _install, _TimedUpstream, _TracedUpstream, chain_of
+from ._chain import Proxy, _detail, _install, _TimedUpstream, chain_of
 
 __all__ = ["TraceSession", "trace"]
 
@@ -104,7 +104,7 @@ def stage_proxies(tracer: _trace.Tracer, chain: list[Any]) -> Proxy:
     def make(ds: Any, k: int) -> _TimedUpstream:
         track, label = tracks[k]
         reader = tracks[k - 1][0] if k > 0 else None
-        return _TracedUpstream(ds, tracer, track, reader, label)
+        return _TimedUpstream(ds, tracer, track, reader, label)
 
     return make
 

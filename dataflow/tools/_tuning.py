@@ -23,6 +23,7 @@ from typing import Any
 from .._checks import check_int
 from ..base import DataFlow
 from ._profiling import ProfileResult, profile
+from ._speed import epochs
 
 __all__ = ["TuneResult", "tune"]
 
@@ -103,12 +104,13 @@ def configured(
 def _rate(df: DataFlow[Any], size: int, warmup: int) -> float:
     df.reset_state()
     try:
-        stream = itertools.chain.from_iterable(itertools.repeat(df))  # epochs, one after another
+        stream = epochs(df, f"tune: {type(df).__name__}")
         for _ in itertools.islice(stream, warmup):
             pass
         t0 = time.perf_counter()
         for _ in itertools.islice(stream, size):
             pass
+        stream.close()
         return size / max(time.perf_counter() - t0, 1e-9)
     finally:
         df.close()

@@ -17,7 +17,7 @@ import pytest
 import dataflow as D
 from dataflow import _trace
 from dataflow.__main__ import main
-from dataflow.tools._profiling import profile, trace
+from dataflow.tools import profile, trace
 from dataflow.tools._tuning import tune
 
 pytestmark = pytest.mark.timeout(240)
