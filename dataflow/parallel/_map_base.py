@@ -201,14 +201,6 @@ class ParallelMapBase(ProxyDataFlow):
             finally:
                 self.ds.close()
 
-    def reset_workers(self) -> None:
-        """Restart the workers without resetting the upstream (after an interrupt)."""
-        self._clear_epoch_state()  # first: results held here may view the old workers' memory
-        self._stop()
-        self._forget_flight()
-        self._start()
-        self._interrupted = False
-
     def __len__(self) -> int:
         return len(self.ds)
 
@@ -239,8 +231,12 @@ class ParallelMapBase(ProxyDataFlow):
             raise DataFlowReentrantError(
                 f"{type(self).__name__} is not reentrant: it is already being iterated"
             )
-        if self._interrupted:  # a message may have been cut in half: start clean
-            self.reset_workers()
+        if self._interrupted:  # a message may have been cut in half: restart the workers
+            self._clear_epoch_state()  # first: results held here may view the old workers' memory
+            self._stop()
+            self._forget_flight()
+            self._start()
+            self._interrupted = False
         loaded, self._loaded = self._loaded, None
         if self.strict:
             gen = self._strict_pass(*self._begin_pass(loaded))

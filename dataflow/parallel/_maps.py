@@ -31,11 +31,8 @@ So a cheap map's first batches come from worker 0 while the others start, and a 
 starts every worker at once. Once every worker is READY each task goes to the worker with
 the fewest tasks in flight.
 
-**"auto".** ``num_proc="auto"`` takes as many workers as this process may use cores, no more
-than fit in half the memory available (:data:`WORKER_BYTES` each). ``buffer_size="auto"``
-sizes the datapoints in flight from the workers and the measured bytes per result. A map
-too cheap for processes is not switched to another mode: it is told, once, with the
-measured numbers (:meth:`MultiProcessMapDataZMQ._judge_transport`).
+**"auto"**: see the class's arguments; a map too cheap for processes is warned once, with the
+measured numbers (:meth:`MultiProcessMapDataZMQ._judge_transport`), not switched to another mode.
 """
 
 from __future__ import annotations
@@ -126,10 +123,11 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     Args:
         ds: the upstream, read (and reset) in this process.
         num_proc: number of worker processes, or ``"auto"``: as many as this process may use
-            cores, bounded by the memory available. A map too cheap to gain from processes
-            (its time per datapoint under what sending it to a worker and receiving its
-            result costs this process) warns once, with both measured costs: map it
-            in-process (``.map``) or batch first.
+            cores, no more than fit in half the memory available (:data:`WORKER_BYTES` each).
+            A map too cheap to gain from processes (moving a datapoint to a worker and its
+            result back, counted on both ends, leaves the workers at most
+            :data:`WORTH_SPEEDUP` times as fast as in-process) warns once, with the measured
+            costs: map it in-process (``.map``) or batch first.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer);
             ``"auto"``: 128 per worker, but no more than 16 tasks per worker (a slow map

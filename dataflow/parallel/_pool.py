@@ -339,12 +339,6 @@ class Pickled:
     def __init__(self, name: str, data: bytes) -> None:
         self.name, self.data = name, data
 
-    def __getstate__(self) -> tuple[str, bytes]:
-        return self.name, self.data
-
-    def __setstate__(self, state: tuple[str, bytes]) -> None:
-        self.name, self.data = state
-
 
 def check_picklable(stage: str, start_method: str, **objects: Any) -> dict[str, Pickled]:
     """Under spawn/forkserver the workers' arguments are pickled: fail early and clearly.
