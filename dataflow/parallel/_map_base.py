@@ -56,7 +56,7 @@ from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from ..ops._shard import shard_key
 from . import _messages as msg
 
-__all__ = ["TASK_SECONDS", "ParallelMapBase", "RngKey", "TaskId"]
+__all__ = ["TASK_SECONDS", "ParallelMapBase", "RngKey", "TaskId", "apply_map"]
 
 TaskId = tuple[int, int]
 RngKey = tuple[seeding.ItemSeed, int, int] | None  # (base, epoch, index of the chunk's first)
@@ -72,6 +72,17 @@ TASK_SECONDS = 0.002
 #: weight of the newest measurement in the running per-datapoint estimate (at least: more
 #: while it holds more datapoints than all those measured before it)
 _ALPHA = 0.25
+
+
+def apply_map(map_func: Callable[..., Any], chunk: list[Any], rng_key: RngKey) -> list[Any]:
+    """What every worker (process, thread or Ray actor) does with a task: ``map_func`` over
+    a chunk, ``None`` results dropped; with an item RNG key, each datapoint also gets its
+    generator."""
+    if rng_key is None:
+        return [r for r in map(map_func, chunk) if r is not None]
+    base, epoch, first = rng_key
+    out = (map_func(dp, seeding.item_rng(base, epoch, first + j)) for j, dp in enumerate(chunk))
+    return [r for r in out if r is not None]
 
 
 class ParallelMapBase(ProxyDataFlow):
@@ -110,6 +121,7 @@ class ParallelMapBase(ProxyDataFlow):
         self._chunk_cap = max(1, self.buffer_size)  # set again by _start
         self._per_item: float | None = None  # seconds of map time per datapoint (running estimate)
         self._per_item_seen = 0  # datapoints measured so far
+        self._busy: float | None = None  # set by _receive: the map's seconds on the task received
         # Tasks in flight allowed before the first result (0: no limit; _start sets it). Until
         # a result has measured the map, tasks carry one datapoint each; filling the whole
         # buffer with them (200 messages) delayed a cheap map's first batch by tens of ms.
@@ -141,7 +153,8 @@ class ParallelMapBase(ProxyDataFlow):
 
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
         """The next ``(task_id, kind, payload)``; raises on timeout or dead workers. An ERROR
-        payload is an :class:`~._messages.ErrorRecord` (``task_id`` ``None``: not a task's)."""
+        payload is an :class:`~._messages.ErrorRecord` (``task_id`` ``None``: not a task's).
+        A transport whose workers time the map sets ``self._busy`` to the seconds it took."""
         raise NotImplementedError
 
     def _stop(self) -> None:
@@ -188,14 +201,6 @@ class ParallelMapBase(ProxyDataFlow):
             finally:
                 self.ds.close()
 
-    def reset_workers(self) -> None:
-        """Restart the workers without resetting the upstream (after an interrupt)."""
-        self._clear_epoch_state()  # first: results held here may view the old workers' memory
-        self._stop()
-        self._forget_flight()
-        self._start()
-        self._interrupted = False
-
     def __len__(self) -> int:
         return len(self.ds)
 
@@ -226,8 +231,12 @@ class ParallelMapBase(ProxyDataFlow):
             raise DataFlowReentrantError(
                 f"{type(self).__name__} is not reentrant: it is already being iterated"
             )
-        if self._interrupted:  # a message may have been cut in half: start clean
-            self.reset_workers()
+        if self._interrupted:  # a message may have been cut in half: restart the workers
+            self._clear_epoch_state()  # first: results held here may view the old workers' memory
+            self._stop()
+            self._forget_flight()
+            self._start()
+            self._interrupted = False
         loaded, self._loaded = self._loaded, None
         if self.strict:
             gen = self._strict_pass(*self._begin_pass(loaded))
@@ -365,6 +374,9 @@ class ParallelMapBase(ProxyDataFlow):
         self._probe = 0
         size = self._flight.pop(task_id, 0) if task_id is not None else 0
         self._flight_items -= size
+        busy, self._busy = self._busy, None
+        if busy is not None:
+            self._observe(size, busy)
         if task_id is not None and task_id[0] != epoch:
             return False  # an abandoned pass's result or error: dropped
         if kind == msg.ERROR:

@@ -31,11 +31,8 @@ So a cheap map's first batches come from worker 0 while the others start, and a 
 starts every worker at once. Once every worker is READY each task goes to the worker with
 the fewest tasks in flight.
 
-**"auto".** ``num_proc="auto"`` takes as many workers as this process may use cores, no more
-than fit in half the memory available (:data:`WORKER_BYTES` each). ``buffer_size="auto"``
-sizes the datapoints in flight from the workers and the measured bytes per result. A map
-too cheap for processes is not switched to another mode: it is told, once, with the
-measured numbers (:meth:`MultiProcessMapDataZMQ._judge_transport`).
+**"auto"**: see the class's arguments; a map too cheap for processes is warned once, with the
+measured numbers (:meth:`MultiProcessMapDataZMQ._judge_transport`), not switched to another mode.
 """
 
 from __future__ import annotations
@@ -56,14 +53,14 @@ from ..base import DataFlow
 from . import _messages as msg
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
-from ._map_worker import map_worker
-from ._options import WorkerOptions
-from ._pool import DEFAULT_SHM_BYTES, ProcessPool
+from ._pool import DEFAULT_SHM_BYTES, ProcessPool, WorkerOptions
+from ._worker import map_worker
 
 __all__ = [
     "AUTO_BUFFER_PER_WORKER",
     "LAZY_BUDGET_S",
     "WORKER_BYTES",
+    "WORTH_SPEEDUP",
     "MultiProcessMapData",
     "MultiProcessMapDataZMQ",
     "available_cores",
@@ -87,6 +84,10 @@ FLOOR_TASKS_PER_WORKER = 2
 #: memory assumed per worker process when bounding ``num_proc="auto"`` (a forked worker
 #: shares its parent's pages; this is its own heap, buffers and the map's working set)
 WORKER_BYTES = 256 * 2**20
+#: ``num_proc="auto"`` warns about a map that processes make less than this many times faster
+#: than in-process, counting the map and moving its data (the costs not measured, context
+#: switches and this process's bookkeeping, take the rest)
+WORTH_SPEEDUP = 4 / 3
 #: ``num_proc="auto"`` judges its transport on the tasks received, once every worker has
 #: started, after this many (the first may still be one-datapoint tasks) ...
 _WARMUP_TASKS = 8
@@ -122,10 +123,11 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     Args:
         ds: the upstream, read (and reset) in this process.
         num_proc: number of worker processes, or ``"auto"``: as many as this process may use
-            cores, bounded by the memory available. A map too cheap to gain from processes
-            (its time per datapoint under what sending it to a worker and receiving its
-            result costs this process) warns once, with both measured costs: map it
-            in-process (``.map``) or batch first.
+            cores, no more than fit in half the memory available (:data:`WORKER_BYTES` each).
+            A map too cheap to gain from processes (moving a datapoint to a worker and its
+            result back, counted on both ends, leaves the workers at most
+            :data:`WORTH_SPEEDUP` times as fast as in-process) warns once, with the measured
+            costs: map it in-process (``.map``) or batch first.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer);
             ``"auto"``: 128 per worker, but no more than 16 tasks per worker (a slow map
@@ -195,11 +197,12 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._buffer_most = self.buffer_size  # buffer_size="auto": its bounds and estimate
         self._buffer_budget = DEFAULT_SHM_BYTES // 2
         self._bytes_per_item: float | None = None
-        # num_proc="auto" judges once whether processes pay, from seconds per datapoint of
-        # the map (per task), of sends and of receives that did not wait; None once judged
-        self._transport: tuple[list[float], list[float], list[float]] | None = None
+        # num_proc="auto" judges once whether processes pay, from seconds per datapoint (one
+        # sample per task) of the map and of moving the data on both ends (CPU: waiting, or
+        # being preempted, costs nothing); None once judged
+        self._transport: _Costs | None = None
         if num_proc == "auto":
-            self._transport = ([], [], [])
+            self._transport = _Costs()
         self._transport_seen = 0  # tasks received since every worker started
         self._startup_reset(0)
 
@@ -268,7 +271,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     def _send(self, worker: int, task: Task) -> None:
         pool = self._live_pool()
         cost = self._transport
-        t0 = time.perf_counter() if cost is not None else 0.0
+        t0 = time.thread_time() if cost is not None else 0.0
         try:
             pool.send(worker, msg.DATA, task)
         except zmq.ZMQError as e:  # EHOSTUNREACH: that worker is gone; name it once reapable
@@ -279,7 +282,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             raise WorkerError(f"{type(self).__name__}: cannot reach worker {worker}: {e}") from e
         if cost is not None and self._per_item is not None and not self._starting:
             # measured once the first tasks (one datapoint each) and the workers' starts are over
-            cost[1].append((time.perf_counter() - t0) / len(task[1]))
+            cost.sends.append((time.thread_time() - t0) / len(task[1]))
 
     # -- start-up placement (while some worker is not READY) -------------------------------
     def _startup_reset(self, n: int) -> None:
@@ -344,30 +347,22 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
         tr, cost = _trace.current, self._transport
         sizes: list[int] | None = [] if self._auto_buffer else None
-        # judging the transport: a receive that does not wait costs what receiving costs (not
-        # while workers start: a fork would be timed with it)
-        ready = (
-            cost is not None
-            and not self._starting
-            and bool(int(self._live_pool().sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
-        )
-        t0 = time.perf_counter() if tr is not None or ready else 0.0
-        worker, kind, (task_id, payload, *busy) = self._task_message(sizes)
+        t0 = time.perf_counter() if tr is not None else 0.0
+        c0 = time.thread_time() if cost is not None else 0.0  # waiting costs no CPU
+        worker, kind, (task_id, payload, *measured) = self._task_message(sizes)
         items = self._flight.get(task_id, 0)
         self._task_done(worker, items)
-        if busy:
-            self._observe(items, busy[0])
+        if measured:
+            self._busy = measured[0]
         if tr is not None:
-            self._trace_receive(tr, worker, t0, items, busy)
+            self._trace_receive(tr, worker, t0, items, measured)
         if sizes:
             self._size_buffer(items, sizes[0])
-        if cost is not None and kind != msg.ERROR and not self._starting and items:
+        if cost is not None and measured and items and not self._starting:
+            # not while workers start: a fork would be timed with the receive
             self._transport_seen = seen = self._transport_seen + 1
             if seen > _WARMUP_TASKS:
-                if busy:
-                    cost[0].append(busy[0] / items)
-                if ready:
-                    cost[2].append((time.perf_counter() - t0) / items)
+                cost.add(items, measured[0], measured[2], time.thread_time() - c0)
             if seen >= _WARMUP_TASKS + _JUDGED_TASKS:
                 self._judge_transport(cost)
         return task_id, kind, payload
@@ -413,28 +408,34 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self.buffer_size = want
         self._chunk_cap = max(1, want // (2 * n))
 
-    def _judge_transport(self, cost: tuple[list[float], list[float], list[float]]) -> None:
-        """``num_proc="auto"``, once: warn if the map costs less per datapoint in a worker than
-        the transport costs this process (sending a datapoint, receiving a result that was
-        already waiting): then no number of workers makes it faster than ``.map``. Medians
-        of the tasks' costs: on a loaded machine a task that the OS paused looks many times
-        slower, which a mean would take for the map's (or the transport's) cost."""
+    def _judge_transport(self, cost: _Costs) -> None:
+        """``num_proc="auto"``, once: warn if the map does not pay for moving its data. Moving
+        a datapoint is counted on both ends, in CPU time: a worker receiving it and sending
+        the result (``there``), this process sending it and receiving the result (``here``).
+        A map of ``work`` seconds per datapoint on ``n`` workers is then at most
+        ``min(n * work / (work + there + here), work / here)`` times faster than in-process
+        (the cores do the map and both ends of the transport; this process receives every
+        result alone); under :data:`WORTH_SPEEDUP` it is warned. Medians of the tasks' costs:
+        on a loaded machine a task that the OS paused looks many times slower, which a mean
+        would take for the map's cost."""
         self._transport = None
-        maps, sends, receives = cost
-        if not maps or not sends or not receives:  # every receive waited: the workers are the limit
-            return
-        work = _median(maps)
-        transport = _median(sends) + _median(receives)
+        work, there = _median(cost.maps), _median(cost.worker_moves)
+        here = _median(cost.sends) + _median(cost.receives)
+        n = self._workers
+        best = min(n * work / max(1e-9, work + there + here), work / max(1e-9, here))
         logger.debug(
-            "%s: map %.1f us per datapoint in the workers, transport %.1f us per datapoint here",
-            type(self).__name__, work * 1e6, transport * 1e6,
+            "%s: map %.1f us per datapoint in the workers; moving it %.1f us in the workers, "
+            "%.1f us here; at most %.2fx in-process",
+            type(self).__name__, work * 1e6, there * 1e6, here * 1e6, best,
         )
-        if work < transport:
+        if best < WORTH_SPEEDUP:
             warn(
                 f"{type(self).__name__}: map_func takes {work * 1e6:.1f} us per datapoint in a "
-                f"worker, less than the {transport * 1e6:.1f} us per datapoint that sending it to a "
-                f"worker and receiving its result cost this process (measured): worker processes "
-                f"cannot make this map faster. Map it in-process (.map(f)), or batch first and map "
+                f"worker, and moving the datapoint costs {there * 1e6:.1f} us in the workers "
+                f"(receiving it, sending the result) and {here * 1e6:.1f} us in this process "
+                f"(sending it, receiving the result), measured in CPU time: {n} worker "
+                f"processes make this map at most {best:.2f}x as fast as in-process, before "
+                f"the costs not measured. Map it in-process (.map(f)), or batch first and map "
                 f"whole batches in the workers (.batch(n).parallel_map(f_on_batches, ...))",
                 RuntimeWarning,
             )
@@ -451,8 +452,26 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             tr.worker_span(track, f"map {items} datapoint(s)", start, start + busy[0], {"datapoints": items})
 
 
+class _Costs:
+    """Seconds per datapoint, one sample per task, that ``num_proc="auto"`` judges by."""
+
+    def __init__(self) -> None:
+        self.maps: list[float] = []  # the map, in a worker
+        self.worker_moves: list[float] = []  # a worker receiving a task and sending its result
+        self.sends: list[float] = []  # this process sending a task
+        self.receives: list[float] = []  # this process receiving a result
+
+    def add(self, items: int, busy: float, moved: float, received: float) -> None:
+        """One task of ``items`` datapoints: its map time, the CPU its worker spent moving its
+        previous task (per datapoint; negative: none yet), and the CPU receiving it here."""
+        self.maps.append(busy / items)
+        if moved >= 0:
+            self.worker_moves.append(moved)
+        self.receives.append(received / items)
+
+
 def _median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
+    return sorted(values)[len(values) // 2] if values else 0.0
 
 
 def _not_str(stage: str, name: str, value: Any) -> Any:

@@ -33,8 +33,7 @@ from typing import Any
 import zmq
 
 from .._errors import WorkerError
-from ._shm import RingWriter
-from ._shm_reader import RingReader
+from ._shm import RingReader, RingWriter
 
 __all__ = [
     "BATCH",

@@ -105,16 +105,7 @@ class ThreadPrefetchData(ProxyDataFlow):
         if not live:
             return {"ahead": None}
         if run is not None:  # the thread runs: pause it and take what it read ahead
-            t, q, _ = run
-
-            def drain() -> None:
-                try:
-                    while True:
-                        self._local.append(q.get_nowait())
-                except queue.Empty:
-                    pass
-
-            self._pause.hold([t], drain, stage, self.timeout)  # released in _state_saved
+            self._pause.hold([run[0]], run[1], self._local, stage, self.timeout)  # released in _state_saved
         # else the epoch has not pulled its first datapoint: what a resume gave it is still ahead
         ahead = [x for x in self._local if not (type(x) is tuple and len(x) == 2 and x[0] is END)]
         return {"ahead": encode_items(stage, ahead, "datapoints read ahead") if ahead else None}

@@ -40,9 +40,8 @@ from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from . import _messages as msg
 from ._interrupts import deferred_sigint
-from ._options import WorkerOptions
-from ._pool import ProcessPool
-from ._runner_worker import runner_worker
+from ._pool import ProcessPool, WorkerOptions
+from ._worker import runner_worker
 
 __all__ = ["MultiProcessRunner", "MultiProcessRunnerZMQ"]
 

@@ -1,4 +1,6 @@
-"""Shared-memory rings that carry large array buffers from a worker to the consumer.
+"""Shared-memory rings that carry large array buffers from a worker to the consumer: the
+worker writes with :class:`RingWriter`, the consumer creates the rings and reads with
+:class:`RingReader`.
 
 Each worker owns one ring: a file in ``/dev/shm`` created by the consumer, mapped by both,
 and **unlinked by the worker as soon as it has mapped it** — from then on no name exists in
@@ -33,12 +35,14 @@ import mmap
 import os
 import time
 import uuid
+import weakref
+from typing import Any
 
 import numpy as np
 
 from .._warn import warn
 
-__all__ = ["TABLE_SLOTS", "Descriptor", "RingWriter", "create_rings", "map_ring", "unlink_all", "warn_no_shm"]
+__all__ = ["TABLE_SLOTS", "Descriptor", "RingReader", "RingWriter", "unlink_all", "warn_no_shm"]
 
 TABLE_SLOTS = 1024
 _DATA_START = 4096
@@ -52,46 +56,6 @@ _GROW_MIN = 1 << 20
 _warned: set[str] = set()
 
 Descriptor = tuple[int, int, int, int]  # ring, slot, offset in the data area, nbytes
-
-
-def create_rings(
-    stage: str, count: int, total_bytes: int, record: list[str] | None = None
-) -> list[str] | None:
-    """Create ``count`` ring files sharing ``total_bytes``; ``None`` (and one warning) if
-    ``/dev/shm`` cannot hold them, in which case everything travels over ZMQ. Use
-    :meth:`RingReader.create`, which maps them before any worker can unlink them.
-
-    Only the table and :data:`INITIAL_RESERVE` data bytes of each ring are reserved here
-    (the worker reserves the rest as it writes, see :class:`RingWriter`); ``total_bytes``
-    must still fit in the free space of ``/dev/shm``.
-
-    Each name is appended to ``record`` *before* its file is created, so an owner that
-    unlinks everything in ``record`` leaves nothing behind even when a Ctrl-C lands here."""
-    each = (total_bytes // count) & ~(_ALIGN - 1)
-    if each <= _DATA_START + _ALIGN:
-        return None
-    free = _free_bytes()
-    if free is not None and total_bytes > free:
-        why = f"cannot reserve {total_bytes / 2**20:.0f} MiB in /dev/shm (only {free / 2**20:.0f} MiB free)"
-        warn_no_shm(stage, why)
-        return None
-    paths: list[str] = [] if record is None else record
-    first = len(paths)
-    try:
-        for i in range(count):
-            path = f"/dev/shm/dataflow-{os.getpid()}-{uuid.uuid4().hex[:12]}-{i}"
-            paths.append(path)
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-            try:
-                os.ftruncate(fd, each)  # its size; no page exists until reserved
-                os.posix_fallocate(fd, 0, min(each, _DATA_START + INITIAL_RESERVE))
-            finally:
-                os.close(fd)
-    except OSError as e:
-        unlink_all(paths[first:])
-        warn_no_shm(stage, f"cannot reserve {total_bytes / 2**20:.0f} MiB in /dev/shm ({e.strerror})")
-        return None
-    return paths[first:]
 
 
 def _free_bytes() -> int | None:
@@ -134,12 +98,6 @@ def _open_map(path: str) -> tuple[mmap.mmap, int]:
         raise
 
 
-def map_ring(path: str) -> mmap.mmap:
-    mm, fd = _open_map(path)
-    os.close(fd)
-    return mm
-
-
 class RingWriter:
     """The worker's side of one ring (single producer). Not thread-safe.
 
@@ -159,7 +117,7 @@ class RingWriter:
         self._table = np.frombuffer(self._mm, np.uint8, TABLE_SLOTS)
         self._data = np.frombuffer(self._mm, np.uint8, offset=_DATA_START)
         self._cap = len(self._data)
-        self.reserved_bytes = min(self._cap, INITIAL_RESERVE)  # what create_rings reserved
+        self.reserved_bytes = min(self._cap, INITIAL_RESERVE)  # what RingReader.create reserved
         self._live: list[tuple[int, int, int]] = []  # (start, end, slot), sorted by start
         self._next_slot = 0
         self._starved = False  # the last wait for room timed out: don't wait again until room
@@ -179,8 +137,8 @@ class RingWriter:
 
     def _place(self, n: int) -> int | None:
         """Start offset of the lowest free gap of ``n`` bytes (first-fit: while the consumer
-        keeps up, the same few cache-warm slots are reused; measured 1.39x vs 1.08x memcpy
-        for next-fit, whose writes always land in memory gone cold)."""
+        keeps up, the same few cache-warm slots are reused, where next-fit's writes would
+        always land in memory gone cold)."""
         live, cap = self._live, self._cap
         gaps = []
         prev_end = 0
@@ -283,3 +241,100 @@ class RingWriter:
         del self._table, self._data
         self._mm.close()
         os.close(self._fd)
+
+
+class RingReader:
+    """The consumer's side of every ring of one runner: it creates them and rebuilds arrays
+    as views of a worker's ring, whose death frees their slot."""
+
+    def __init__(self, paths: list[str], copy: bool = False) -> None:
+        self.paths = paths
+        self.copy = copy
+        self._maps: list[mmap.mmap] = []
+        for path in paths:
+            mm, fd = _open_map(path)
+            os.close(fd)
+            self._maps.append(mm)
+        self._tables = [np.frombuffer(m, np.uint8, TABLE_SLOTS) for m in self._maps]
+
+    @classmethod
+    def create(
+        cls, stage: str, count: int, total_bytes: int, copy: bool = False, record: list[str] | None = None
+    ) -> RingReader | None:
+        """Create and map ``count`` rings (one per worker) sharing ``total_bytes``; ``None``
+        (and one warning) if ``/dev/shm`` cannot hold them: everything then travels over ZMQ.
+
+        Only the table and :data:`INITIAL_RESERVE` data bytes of each ring are reserved here
+        (the worker reserves the rest as it writes, see :class:`RingWriter`); ``total_bytes``
+        must still fit in the free space of ``/dev/shm``. The rings are mapped here, before
+        any worker can unlink them. Each name is appended to ``record`` *before* its file is
+        created, so an owner that unlinks everything in ``record`` leaves nothing behind even
+        when a Ctrl-C lands here."""
+        each = (total_bytes // count) & ~(_ALIGN - 1)
+        if each <= _DATA_START + _ALIGN:
+            return None
+        free = _free_bytes()
+        if free is not None and total_bytes > free:
+            mib, free_mib = total_bytes / 2**20, free / 2**20
+            warn_no_shm(stage, f"cannot reserve {mib:.0f} MiB in /dev/shm (only {free_mib:.0f} MiB free)")
+            return None
+        paths: list[str] = [] if record is None else record
+        first = len(paths)
+        try:
+            for i in range(count):
+                path = f"/dev/shm/dataflow-{os.getpid()}-{uuid.uuid4().hex[:12]}-{i}"
+                paths.append(path)
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+                try:
+                    os.ftruncate(fd, each)  # its size; no page exists until reserved
+                    os.posix_fallocate(fd, 0, min(each, _DATA_START + INITIAL_RESERVE))
+                finally:
+                    os.close(fd)
+        except OSError as e:
+            unlink_all(paths[first:])
+            warn_no_shm(stage, f"cannot reserve {total_bytes / 2**20:.0f} MiB in /dev/shm ({e.strerror})")
+            return None
+        try:
+            return cls(paths[first:], copy)
+        except BaseException:
+            unlink_all(paths[first:])
+            raise
+
+    @property
+    def nbytes(self) -> int:
+        """The size of all the rings."""
+        return sum(len(m) for m in self._maps)
+
+    def buffer(self, desc: Descriptor) -> Any:
+        """A buffer for one descriptor: a view of the ring whose death frees the slot, or a
+        private copy (``copy=True``), after which the slot is free at once."""
+        ring, slot, start, n = desc
+        table = self._tables[ring]
+        region = np.frombuffer(self._maps[ring], np.uint8, n, _DATA_START + start)
+        if self.copy:
+            owned = region.copy()
+            del region
+            table[slot] = 0
+            return owned
+        # the finalizer holds the list, not the table: a finalizer that a Ctrl-C skipped
+        # (it stays registered) must not keep the mapping alive after close()
+        weakref.finalize(region, _release, self._tables, ring, slot)
+        return region
+
+    def close(self) -> None:
+        """Unlink names a worker never took, drop the mappings (if no array still views
+        them; otherwise they go with the last such array)."""
+        unlink_all(self.paths)
+        self._tables.clear()  # the finalizers of arrays still alive hold this very list
+        for m in self._maps:
+            try:
+                m.close()
+            except BufferError:  # arrays the user still holds view it; freed with them
+                pass
+        self._maps = []
+
+
+def _release(tables: list[np.ndarray], ring: int, slot: int) -> None:
+    """Mark ``slot`` of ``ring`` free (nothing once the reader is closed)."""
+    if ring < len(tables):
+        tables[ring][slot] = 0

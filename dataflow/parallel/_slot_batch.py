@@ -18,28 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..ops._stack import collate, stack_component, stack_into, stackable
-from . import _messages as msg
+from ..ops._stack import stack_component, stack_into, stackable
 from ._messages import OOB_MIN_BYTES
 from ._shm import RingWriter
-from ._worker_link import WorkerLink
 
-__all__ = ["ring_stacker", "send_batch"]
-
-
-def send_batch(link: WorkerLink, stage: str, task: tuple[Any, list[Any], float, float]) -> None:
-    """Collate the datapoints of ``task = (task_id, datapoints, busy, t0)`` (large components
-    straight into ``link``'s ring) and send ``(task_id, batch, busy, t0)`` as one BATCH
-    message (``busy``: the map's time; ``t0``: its start, for traces)."""
-    task_id, out, busy, t0 = task
-    ring = link.ring
-    if ring is None:
-        link.send(msg.BATCH, (task_id, collate(stage, out), busy, t0))
-        return
-    try:
-        link.send(msg.BATCH, (task_id, collate(stage, out, stack=ring_stacker(ring)), busy, t0))
-    finally:
-        ring.release_reserved()  # what was not sent (an error, or no room to send it in)
+__all__ = ["ring_stacker"]
 
 
 def ring_stacker(ring: RingWriter) -> Callable[[str, Any, Sequence[Any]], Any]:
@@ -56,4 +39,3 @@ def ring_stacker(ring: RingWriter) -> Callable[[str, Any, Sequence[Any]], Any]:
         return stack_component(stage, key, values)
 
     return stack
-

@@ -161,7 +161,7 @@ class MultiThreadRunner(DataFlow[Any]):
             states = self._states or [None] * self.num_thread
         else:
             try:  # a Ctrl-C inside hold() must not leave the threads paused
-                self._pause.hold(self._threads, self._drain, stage, self.timeout)
+                self._pause.hold(self._threads, self._queue, self._local, stage, self.timeout)
                 states = [s[0].state_dict() if isinstance(s[0], DataFlow) else s[0] for s in self._slots]
             finally:
                 self._pause.release()
@@ -172,13 +172,6 @@ class MultiThreadRunner(DataFlow[Any]):
             "queued": encode_items(stage, local, "queued datapoints") if local else None,
             "yielded": self._yielded if live else 0,
         }
-
-    def _drain(self) -> None:
-        try:
-            while True:
-                self._local.append(self._queue.get_nowait())
-        except queue.Empty:
-            pass
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
         stage = type(self).__name__

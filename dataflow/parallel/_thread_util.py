@@ -7,6 +7,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -79,8 +80,8 @@ class Pause:
 
     Producers call :meth:`point` after each successful put (holding no datapoint then); the
     consumer calls :meth:`hold` — which returns once every live producer waits there,
-    calling ``drain`` meanwhile so that producers blocked on a full queue get room — and then
-    :meth:`release`.
+    moving the queue's datapoints to ``into`` meanwhile so that producers blocked on a full
+    queue get room — and then :meth:`release`.
     """
 
     def __init__(self) -> None:
@@ -100,13 +101,18 @@ class Pause:
                 self._waiting -= 1
 
     def hold(
-        self, threads: list[threading.Thread], drain: Callable[[], None], stage: str, timeout: float | None
+        self, threads: list[threading.Thread], q: queue.Queue[Any], into: deque[Any], stage: str,
+        timeout: float | None,
     ) -> None:
         self._go.clear()
         self._asked.set()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            drain()
+            try:
+                while True:
+                    into.append(q.get_nowait())
+            except queue.Empty:
+                pass
             live = sum(t.is_alive() for t in threads)
             with self._lock:
                 if self._waiting >= live:

@@ -24,8 +24,7 @@ from .._checks import check_int
 from ..base import DataFlow
 from . import _messages as msg
 from ._interrupts import deferred_sigint
-from ._map_base import ParallelMapBase, RngKey, TaskId
-from ._map_worker import apply_map
+from ._map_base import ParallelMapBase, RngKey, TaskId, apply_map
 from ._prefetch import ThreadPrefetchData
 from ._thread_runner import MultiThreadRunner
 from ._thread_util import POLL_S, get, start_thread, stop_threads
@@ -124,7 +123,7 @@ class MultiThreadMapData(ParallelMapBase):
         )
         items = self._flight.get(task_id, 0)
         if kind == msg.DATA:
-            self._observe(items, busy)
+            self._busy = busy
         if tr is not None:
             tr.span(tr.stage_track(self), "waiting for threads", t0, time.perf_counter(), "wait")
             track = tr.thread_track(self, index)

@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 import dataflow as D
-from dataflow.parallel import _shm, _shm_reader
+from dataflow.parallel import _shm
 from tests._leaks import assert_no_leaks, snapshot
 from tests.parallel import _util as u
 
@@ -41,7 +41,7 @@ PROCESS_STEPS: dict[str, tuple[Any, str]] = {
     "join": (multiprocessing.process.BaseProcess, "join"),
     "socket-close": (zmq.Socket, "close"),
     "context-term": (zmq.Context, "destroy"),
-    "ring-close": (_shm_reader.RingReader, "close"),
+    "ring-close": (_shm.RingReader, "close"),
 }
 
 

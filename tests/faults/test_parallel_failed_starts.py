@@ -31,7 +31,7 @@ def _notes(err: BaseException) -> str:
 
 
 # spawn and forkserver workers rebuild their arguments the same way (dataflow/parallel/
-# _worker_link.py): each kind is tried under one of them
+# _worker.py): each kind is tried under one of them
 @pytest.mark.parametrize("kind, method", [("map", "spawn"), ("runner", "forkserver")])
 def test_worker_that_cannot_rebuild_its_function_raises_that_error(kind: str, method: str) -> None:
     """Promise: a map function or flow that pickles but cannot be unpickled in a spawned

@@ -9,6 +9,7 @@ import re
 import warnings
 from typing import Any
 
+import numpy as np
 import pytest
 
 import dataflow as D
@@ -289,9 +290,36 @@ def test_auto_cheap_map_warns_once_with_the_measured_costs_and_the_fix() -> None
     told = [w for w in caught if w.category is RuntimeWarning and "map_func takes" in str(w.message)]
     assert len(told) == 1, [str(w.message) for w in caught]
     text = str(told[0].message)
-    assert re.search(r"takes [0-9.]+ us per datapoint in a worker, less than the [0-9.]+ us", text)
+    assert re.search(
+        r"takes [0-9.]+ us per datapoint in a worker, and moving the datapoint costs [0-9.]+ us in the "
+        r"workers .* and [0-9.]+ us in this process .* at most [0-9.]+x as fast as in-process", text
+    )
     assert ".map(f)" in text and ".batch(n)" in text
     assert told[0].filename == __file__  # attributed to the user's line
+
+
+_BIG = np.zeros(4 * 2**20, np.uint8)  # made once per process: the map itself costs nothing
+
+
+def big_view(dp: list[int]) -> list[Any]:
+    return [dp[0], _BIG]  # 4 MiB that the worker copies into shared memory to send
+
+
+def test_auto_map_dominated_by_moving_a_large_array_is_warned() -> None:
+    """The map is free; the worker's copy of each result into shared memory is the cost."""
+    import time
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with _num_auto(big_view, 100) as df:
+            df.reset_state()
+            start = time.monotonic()
+            while df._transport is not None:  # type: ignore[attr-defined]
+                assert [dp[0] for dp in df] == list(range(100))
+                assert time.monotonic() - start < 60
+    told = [str(w.message) for w in caught if "map_func takes" in str(w.message)]
+    assert len(told) == 1, [str(w.message) for w in caught]
+    assert "in the workers (receiving it, sending the result)" in told[0] and ".map(f)" in told[0]
 
 
 def test_fixed_worker_count_is_never_warned_about() -> None:

@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from dataflow import DataFromList, codec
-from dataflow.parallel import _remote_send
+from dataflow.parallel import _remote
 from dataflow.parallel._remote import RemoteDataZMQ
 from tests.parallel.test_remote import (
     RECV_TIMEOUT,
@@ -44,7 +44,7 @@ class _Counting:
 
 def test_small_datapoints_arrive_in_order_in_fewer_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = _Counting(monkeypatch)
-    monkeypatch.setattr(_remote_send, "GROUP_PERIOD", 3600.0)  # only the count bound closes a group
+    monkeypatch.setattr(_remote, "GROUP_PERIOD", 3600.0)  # only the count bound closes a group
     addr, n = tcp_addr(), 1000
     with RemoteDataZMQ(addr, timeout=RECV_TIMEOUT) as df:
         df.reset_state()
@@ -54,14 +54,14 @@ def test_small_datapoints_arrive_in_order_in_fewer_messages(monkeypatch: pytest.
         assert df.malformed == 0
     assert by_sender(received) == {0: list(range(n))}
     groups = [m for m in spy.messages if m[0] == b"DF-GROUP"]
-    assert len(groups) == -(-n // _remote_send.GROUP_MAX)  # 1000 datapoints: 4 messages
+    assert len(groups) == -(-n // _remote.GROUP_MAX)  # 1000 datapoints: 4 messages
     assert len(spy.messages) == len(groups) + 1  # + the end marker
 
 
 def test_large_datapoints_go_alone_between_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = _Counting(monkeypatch)
-    monkeypatch.setattr(_remote_send, "GROUP_PERIOD", 3600.0)
-    big = np.arange(_remote_send.GROUP_ITEM_BYTES // 4, dtype=np.float32)  # exactly the limit: alone
+    monkeypatch.setattr(_remote, "GROUP_PERIOD", 3600.0)
+    big = np.arange(_remote.GROUP_ITEM_BYTES // 4, dtype=np.float32)  # exactly the limit: alone
     dps: list[Any] = [[i, np.float32(i)] for i in range(5)] + [[5, big]]
     dps += [[i, np.float32(i)] for i in (6, 7)]
     addr = tcp_addr()
@@ -79,7 +79,7 @@ def test_large_datapoints_go_alone_between_groups(monkeypatch: pytest.MonkeyPatc
 
 def test_a_lone_datapoint_is_not_held_back(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = _Counting(monkeypatch)
-    monkeypatch.setattr(_remote_send, "GROUP_PERIOD", 0.0)  # every datapoint's period is over at once
+    monkeypatch.setattr(_remote, "GROUP_PERIOD", 0.0)  # every datapoint's period is over at once
     addr = tcp_addr()
     with RemoteDataZMQ(addr, timeout=RECV_TIMEOUT) as df:
         df.reset_state()

@@ -20,8 +20,7 @@ import zmq
 
 from dataflow.parallel import _messages as tr
 from dataflow.parallel import _shm
-from dataflow.parallel._shm import RingWriter
-from dataflow.parallel._shm_reader import RingReader
+from dataflow.parallel._shm import RingReader, RingWriter
 from tests._leaks import our_shm, ring_mappings
 from tests.parallel._util import leaves
 
@@ -468,7 +467,7 @@ def test_shm_that_cannot_be_reserved_gives_none_and_one_warning(monkeypatch: pyt
 
 
 def test_ring_too_small_for_the_table_is_refused() -> None:
-    assert _shm.create_rings("RingTest", 2, 4096) is None
+    assert RingReader.create("RingTest", 2, 4096) is None
 
 
 def test_shm_message_without_rings_is_an_error(channel: Any) -> None:

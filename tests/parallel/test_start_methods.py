@@ -1,4 +1,4 @@
-"""Start methods (dataflow/parallel/_process.py): fork, forkserver and spawn run runners and
+"""Start methods (dataflow/parallel/_pool.py): fork, forkserver and spawn run runners and
 process maps over module-level flows/functions; under spawn/forkserver an unpicklable
 map_func or flow is refused with a TypeError naming it, before any worker starts."""
 
@@ -30,7 +30,7 @@ def test_runner_with_start_method(method: str) -> None:
 
 
 # Under spawn and forkserver, dataflow pickles a worker's arguments and rebuilds them the same
-# way (_process.py, _worker_link.py): the runner runs under every start method; the maps and
+# way (_pool.py, _worker.py): the runner runs under every start method; the maps and
 # the refusals of unpicklable objects each take one of the two (fork is every other test's).
 @pytest.mark.parametrize("method", ["forkserver"])
 def test_process_map_with_start_method(method: str) -> None:

@@ -80,7 +80,7 @@ def test_runner_without_seed_workers_differ_and_runs_differ() -> None:
 
 
 # spawn and forkserver workers get their seed the same way (resolved in the parent,
-# dataflow/parallel/_options.py): each test takes one of them
+# dataflow/parallel/_pool.py): each test takes one of them
 @pytest.mark.parametrize("method", ["spawn"])
 def test_runner_seeds_with_other_start_methods(method: str) -> None:
     a, b = (
