@@ -32,8 +32,7 @@ from .._checks import check_int
 from .._errors import DataFlowNotReset, WorkerDied
 from ..base import DataFlow
 from ..parallel import _messages as msg
-from ..parallel._map_base import ParallelMapBase, RngKey, TaskId
-from ..parallel._map_worker import apply_map
+from ..parallel._map_base import ParallelMapBase, RngKey, TaskId, apply_map
 from ._connect import actor_options, connected_ray, ray_module
 from ._owned import owned
 from ._wire import Packed, pack, unpack

@@ -23,8 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..parallel._shm import RingWriter
-from ..parallel._shm_reader import RingReader
+from ..parallel._shm import RingReader, RingWriter
 
 __all__ = ["OOB_MIN_BYTES", "Packed", "approx_size", "pack", "unpack"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._errors import WorkerDied
 from ..parallel import _messages as msg
-from ..parallel._shm_reader import RingReader
+from ..parallel._shm import RingReader
 from ._connect import ray_module
 from ._flow_actor import Pulled, Start
 from ._owned import owned
