@@ -30,6 +30,9 @@ __all__ = ["STORAGE_ARGS", "PathSpec", "ShardStorage", "is_remote", "redact"]
 PathSpec = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 STORAGE_ARGS = ("storage_options", "prefetch_shards", "cache_dir", "cache_limit", "retries", "timeout")
 
+AUTO_FIRST_WINDOW = 2  # prefetch_shards="auto": files fetched at once at the start of an epoch,
+AUTO_MOST_FILES = 16  # at most this many,
+AUTO_MOST_BYTES = 512 << 20  # and no more bytes than this in flight (by the listed sizes)
 _log = logging.getLogger("dataflow")
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _GLOB = re.compile(r"[*?\[]")
@@ -116,8 +119,10 @@ class ShardStorage:
     (``*``, ``?``, ``[...]``; expanded once, here, sorted). The list is :attr:`urls`.
 
     Remote files are fetched whole (one request; from the resume offset for the first file
-    of a resumed epoch) by up to ``prefetch_shards`` background threads ahead of the reader,
-    so a store's latency is hidden behind the reading of the file before. Each request has
+    of a resumed epoch) by background threads ahead of the reader, so a store's latency is
+    hidden behind the reading of the files before: ``prefetch_shards`` files at once, or
+    with ``"auto"`` two at first and one more each time the reader has to wait for a file
+    (up to :data:`AUTO_MOST_FILES` files and :data:`AUTO_MOST_BYTES` bytes in flight). Each request has
     ``timeout`` seconds (a dead connection never hangs a reader); transient failures
     (timeouts, dropped connections, HTTP 408/429/5xx, S3 ``SlowDown``) are tried again up to
     ``retries`` times with exponential backoff and jitter, counted in :meth:`io_stats` and
@@ -138,7 +143,7 @@ class ShardStorage:
         path: PathSpec,
         *,
         storage_options: Mapping[str, Any] | None = None,
-        prefetch_shards: int = 2,
+        prefetch_shards: int | str = "auto",
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | None = None,
         retries: int = 5,
@@ -150,9 +155,14 @@ class ShardStorage:
             raise TypeError(
                 f"{stage}: storage_options must be a dict or None, got {type(storage_options).__name__}"
             )
-        for arg, value in (("prefetch_shards", prefetch_shards), ("retries", retries)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{stage}: {arg} must be an int >= 0, got {value!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"{stage}: retries must be an int >= 0, got {retries!r}")
+        if prefetch_shards != "auto" and (
+            isinstance(prefetch_shards, bool) or not isinstance(prefetch_shards, int) or prefetch_shards < 0
+        ):
+            raise ValueError(
+                f"{stage}: prefetch_shards must be 'auto' or an int >= 0, got {prefetch_shards!r}"
+            )
         if cache_limit is not None and (
             isinstance(cache_limit, bool) or not isinstance(cache_limit, int) or cache_limit <= 0
         ):
@@ -270,7 +280,7 @@ class ShardStorage:
             s3 = protocol in ("s3", "s3a")
             if s3:  # s3fs's and botocore's own retries would hide the retries we count
                 config = {"retries": {"total_max_attempts": 1}, **options.get("config_kwargs", {})}
-                options = {**options, "config_kwargs": config, "skip_instance_cache": True}
+                options = {**options, "config_kwargs": config}  # keyed apart from the user's own instance
             fs = fsspec_core.url_to_fs(url, **options)[0]
             if s3:
                 fs.retries = 1
@@ -388,19 +398,24 @@ class ShardStorage:
                 with self.open(index, start, end) as f:
                     yield index, f
             return
-        pool = ThreadPoolExecutor(self.prefetch_shards, thread_name_prefix=f"{self.stage}-fetch")
+        auto = self.prefetch_shards == "auto"
+        window = AUTO_FIRST_WINDOW if auto else int(self.prefetch_shards)
+        most = self._most_in_flight(order) if auto else window
+        pool = ThreadPoolExecutor(most, thread_name_prefix=f"{self.stage}-fetch")
         pending: deque[tuple[int, Future[IO[bytes]]]] = deque()
         upcoming = iter(zip(order, begin, stop))
         try:
-            for index, start, end in upcoming:
-                pending.append((index, pool.submit(self.open, index, start, end)))
-                if len(pending) > self.prefetch_shards:
-                    break
-            while pending:
-                index, future = pending.popleft()
-                nxt = next(upcoming, None)
-                if nxt is not None:
+            while True:
+                while len(pending) < window:
+                    nxt = next(upcoming, None)
+                    if nxt is None:
+                        break
                     pending.append((nxt[0], pool.submit(self.open, *nxt)))
+                if not pending:
+                    return
+                index, future = pending.popleft()
+                if auto and not future.done() and window < most:
+                    window += 1  # the reader waits for the store: fetch more files at once
                 with future.result() as f:
                     yield index, f
         finally:
@@ -409,10 +424,17 @@ class ShardStorage:
                     future.add_done_callback(_close_fetched)
             pool.shutdown(wait=False, cancel_futures=True)
 
+    def _most_in_flight(self, order: Sequence[int]) -> int:
+        """How many files ``prefetch_shards="auto"`` may fetch at once: at most
+        :data:`AUTO_MOST_FILES`, and as many of the largest listed file as fit in
+        :data:`AUTO_MOST_BYTES` (files of unknown size count as 64 MiB)."""
+        largest = max((self.sizes[i] or 64 << 20 for i in order), default=0)
+        return max(1, min(AUTO_MOST_FILES, AUTO_MOST_BYTES // max(largest, 1)))
+
     def fetch_sibling(self, index: int, suffix: str) -> bytes | None:
         """The bytes of the file named like file ``index`` plus ``suffix`` (an index file
         beside a shard), or ``None`` if there is none. One request, retried like
-        :meth:`fetch`; never cached."""
+        :meth:`fetch`; kept in ``cache_dir`` when there is one (fetched once per node)."""
         url = self.urls[index]
         if not _is_url(url):
             try:
@@ -424,7 +446,10 @@ class ShardStorage:
         sibling.__dict__.update(self.__dict__)
         sibling.urls, sibling.sizes = [url + suffix], [None]
         try:
-            return sibling.fetch(0)
+            if self._cache is None:
+                return sibling.fetch(0)
+            with sibling.open(0) as f:
+                return f.read()
         except FileNotFoundError:
             return None
 

@@ -134,7 +134,7 @@ class TFRecordData(DataFlow[Any]):
         seed: int | None = None,
         *,
         storage_options: Mapping[str, Any] | None = None,
-        prefetch_shards: int = 2,
+        prefetch_shards: int | str = "auto",
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | None = None,
         retries: int = 5,
@@ -217,7 +217,7 @@ class TFRecordData(DataFlow[Any]):
             offsets = self._offsets_of[i] = parse_index(stage, redact(self.paths[i]), raw, storage.sizes[i])
             return len(offsets)
 
-        with ThreadPoolExecutor(min(16, len(self.paths))) as pool:
+        with ThreadPoolExecutor(min(32, len(self.paths))) as pool:
             counts = list(pool.map(count, range(len(self.paths))))
         known = [c for c in counts if c is not None]
         if self._size is not None and len(known) == len(counts) and sum(known) != self._size:

@@ -44,7 +44,7 @@ class TextLineData(RNGDataFlow[Any]):
         seed: int | None = None,
         *,
         storage_options: Mapping[str, Any] | None = None,
-        prefetch_shards: int = 2,
+        prefetch_shards: int | str = "auto",
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | None = None,
         retries: int = 5,
