@@ -57,6 +57,13 @@ AWS_ENV_REMOVED = (
 )
 
 
+_S3_CODES = {503: "SlowDown", 500: "InternalError"}
+_S3_ERROR = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+    "<Message>injected by the test server</Message><Resource>{path}</Resource></Error>"
+)
+
+
 class Request(NamedTuple):
     """One request as the server saw it. ``path`` is URL-decoded, without the query."""
 
@@ -108,6 +115,8 @@ class S3Server(_Log):
 
     def __init__(self) -> None:
         super().__init__()
+        self._faults: list[int] = []
+        self._fault_lock = threading.Lock()
         import boto3
         from moto import settings
         from moto.core import DEFAULT_ACCOUNT_ID
@@ -124,10 +133,18 @@ class S3Server(_Log):
         inner = wsgi.app
 
         def recording(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-            self.add(Request(
+            request = Request(
                 environ["REQUEST_METHOD"], unquote(environ.get("PATH_INFO", "")),
                 environ.get("QUERY_STRING", ""), environ.get("HTTP_RANGE"),
-            ))
+            )
+            self.add(request)
+            if request.method == "GET" and request.path.strip("/").count("/") >= 1:
+                status = self._take_fault()
+                if status is not None:
+                    body = _S3_ERROR.format(code=_S3_CODES.get(status, "InternalError"), path=request.path)
+                    start_response(f"{status} Injected", [("Content-Type", "application/xml"),
+                                                          ("Content-Length", str(len(body)))])
+                    return [body.encode()]
             return inner(environ, start_response)
 
         wsgi.app = recording
@@ -160,6 +177,16 @@ class S3Server(_Log):
             "s3", endpoint_url=self.endpoint, region_name=REGION,
             aws_access_key_id=self.key, aws_secret_access_key=SECRET,
         )
+
+    def fail_next(self, n: int, status: int = 503) -> None:
+        """The next ``n`` object GETs answer ``status`` with S3's error body (503: ``SlowDown``,
+        500: ``InternalError``), before moto sees them."""
+        with self._fault_lock:
+            self._faults += [status] * n
+
+    def _take_fault(self) -> int | None:
+        with self._fault_lock:
+            return self._faults.pop(0) if self._faults else None
 
     def options(self, **changes: Any) -> dict[str, Any]:
         """A copy of :attr:`storage_options` with ``changes`` (e.g. ``secret="wrong"``)."""
@@ -226,6 +253,7 @@ class HTTPFiles(_Log):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.latency = 0.0
+        self._spans: list[tuple[str, float, float]] = []  # (GET path, start, end)
         self._faults: list[int | None] = []  # per upcoming GET: a status, or None = drop
         self._fault_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -265,6 +293,27 @@ class HTTPFiles(_Log):
     def drop_next(self, n: int) -> None:
         with self._fault_lock:
             self._faults += [None] * n
+
+    def clear(self) -> None:
+        super().clear()
+        with self._fault_lock:
+            self._spans.clear()
+
+    def get_spans(self, suffix: str = "") -> list[tuple[str, float, float]]:
+        """``(path, start, end)`` (``time.monotonic()``) of every GET answered whose path
+        ends with ``suffix``."""
+        with self._fault_lock:
+            return [s for s in self._spans if s[0].endswith(suffix)]
+
+    def max_concurrent(self, suffix: str = "") -> int:
+        """The most GETs of paths ending with ``suffix`` that the server was answering at once."""
+        events = sorted([(t0, 1) for _, t0, _ in self.get_spans(suffix)]
+                        + [(t1, -1) for _, _, t1 in self.get_spans(suffix)])
+        most = now = 0
+        for _, delta in events:
+            now += delta
+            most = max(most, now)
+        return most
 
     def pending_faults(self) -> int:
         with self._fault_lock:
@@ -367,7 +416,12 @@ class _FileHandler(BaseHTTPRequestHandler):
                    {**base, "Content-Range": f"bytes {start}-{end}/{size}"}, head=head)
 
     def do_GET(self) -> None:
-        self._serve(head=False)
+        start = time.monotonic()
+        try:
+            self._serve(head=False)
+        finally:
+            with self.owner._fault_lock:
+                self.owner._spans.append((unquote(urlsplit(self.path).path), start, time.monotonic()))
 
     def do_HEAD(self) -> None:
         self._serve(head=True)

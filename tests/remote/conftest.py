@@ -7,6 +7,7 @@
 - ``http_files`` (function): an HTTP server over a fresh temporary folder, with latency,
   error and dropped-connection controls.
 - ``memory_store`` (function): a fresh ``memory://`` folder, removed after the test.
+- ``store`` (function, parametrized s3/http/memory): one folder of each, behind one interface.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from ._servers import AWS_ENV, AWS_ENV_REMOVED, HTTPFiles, MemoryStore, S3Server
+from ._stores import Store, make_store
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +60,15 @@ def memory_store() -> Iterator[MemoryStore]:
     finally:
         store.clear()
 
+
+
+@pytest.fixture(params=["s3", "http", "memory"])
+def store(request: pytest.FixtureRequest) -> Store:
+    """A fresh folder in each store in turn (an S3 bucket, the HTTP server's root, a
+    ``memory://`` folder), its request log empty."""
+    kind = request.param
+    if kind == "s3":
+        return make_store("s3", s3=request.getfixturevalue("s3"))
+    if kind == "http":
+        return make_store("http", http=request.getfixturevalue("http_files"))
+    return make_store("memory", memory=request.getfixturevalue("memory_store"))
