@@ -94,6 +94,20 @@ class _Log:
         with self._lock:
             self._items.clear()
 
+    def wait_idle(self, quiet: float = 0.3, timeout: float = 10.0) -> None:
+        """Wait until no request has arrived for ``quiet`` seconds: the background fetches of
+        an abandoned iterator have landed, and a :meth:`clear` after this sees none of them."""
+        deadline = time.monotonic() + timeout
+        seen, since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            with self._lock:
+                now = len(self._items)
+            if now != seen:
+                seen, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return
+            time.sleep(0.02)
+
     def gets(self, prefix: str = "/") -> list[str]:
         """The paths of the GETs whose path starts with ``prefix``, in arrival order."""
         return [r.path for r in self.requests if r.method == "GET" and r.path.startswith(prefix)]
