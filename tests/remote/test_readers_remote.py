@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -260,3 +263,38 @@ def test_credentials_in_a_url_never_show(http_files: HTTPFiles, tmp_path: Path) 
     assert f"{http_files.endpoint.removeprefix('http://')}/missing.tfrecord" in str(info.value)
     for text in shown:
         assert SECRET not in text
+
+
+# -- the options themselves -------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("reader", ["TFRecordData", "TextLineData"])
+@pytest.mark.parametrize("bad", [
+    {"retries": -1}, {"timeout": 0}, {"prefetch_shards": -1}, {"cache_limit": 1000},
+    {"cache_limit": 0, "cache_dir": "x"}, {"storage_options": "key=secret"},
+])
+def test_bad_options_name_the_reader(memory_store: Any, reader: str, bad: dict[str, Any]) -> None:
+    url = memory_store.put("a.txt", b"line\n")
+    cls = getattr(D, reader)
+    with pytest.raises((ValueError, TypeError)) as info:
+        cls(url, **bad)
+    assert reader in str(info.value) and next(iter(bad)) in str(info.value)
+
+
+@pytest.mark.timeout(60)
+def test_local_reading_imports_no_fsspec(tmp_path: Path) -> None:
+    """``import dataflow`` and reading local files import none of fsspec/s3fs/aiohttp."""
+    files = write_tfrecord_shards(tmp_path, [3])
+    code = (
+        "import sys, dataflow as D\n"
+        f"f = D.TFRecordData({str(files[0])!r}); f.reset_state(); assert len(list(f)) == 3\n"
+        "t = D.TextLineData([" + repr(str(files[0]) + ".txt") + "]); t.reset_state(); assert list(t)\n"
+        "loaded = sorted(m for m in ('fsspec', 's3fs', 'aiohttp', 'botocore') if m in sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    Path(f"{files[0]}.txt").write_text("a\n")
+    root = str(Path(D.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
