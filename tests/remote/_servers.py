@@ -218,13 +218,6 @@ class S3Server(_Log):
         self._client.put_object(Bucket=bucket, Key=key, Body=data)
         return f"s3://{bucket}/{key}"
 
-    def put_file(self, bucket: str, key: str, path: str | os.PathLike[str]) -> str:
-        """Upload the local file ``path`` as ``key``; return its ``s3://`` URL."""
-        return self.put(bucket, key, Path(path).read_bytes())
-
-    def delete(self, bucket: str, key: str) -> None:
-        self._client.delete_object(Bucket=bucket, Key=key)
-
     def gets(self, prefix: str = "/") -> list[str]:
         """The paths (``/bucket/key``) of the object GETs under ``prefix`` (listings, which
         are GETs of the bucket with a query, excluded: see :meth:`listings`)."""
@@ -488,12 +481,3 @@ class MemoryStore:
         if self.fs.exists(self.root):
             self.fs.rm(self.root, recursive=True)
 
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` seconds pass; whether it held."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
