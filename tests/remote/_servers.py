@@ -202,6 +202,11 @@ class S3Server(_Log):
         with self._fault_lock:
             return self._faults.pop(0) if self._faults else None
 
+    def clear_faults(self) -> None:
+        """Forget the failures :meth:`fail_next` set up that no request has met yet."""
+        with self._fault_lock:
+            self._faults.clear()
+
     def options(self, **changes: Any) -> dict[str, Any]:
         """A copy of :attr:`storage_options` with ``changes`` (e.g. ``secret="wrong"``)."""
         return {**self.storage_options, "client_kwargs": dict(self.storage_options["client_kwargs"]),

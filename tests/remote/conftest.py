@@ -29,10 +29,24 @@ def s3() -> Iterator[S3Server]:
             mp.setenv(name, value)
         server = S3Server()
         mp.setenv("AWS_ENDPOINT_URL_S3", server.endpoint)
+        _running.append(server)
         try:
             yield server
         finally:
+            _running.remove(server)
             server.stop()
+
+
+_running: list[S3Server] = []
+
+
+@pytest.fixture(autouse=True)
+def _s3_faults_end_with_the_test() -> Iterator[None]:
+    """The S3 server lives for the session: failures a test set up but no request met must
+    not reach the next test."""
+    yield
+    for server in _running:
+        server.clear_faults()
 
 
 @pytest.fixture
