@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import dataflow as D
@@ -126,13 +126,17 @@ def test_shuffled_shards(s3: S3Server, bucket: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
-@settings(max_examples=20, deadline=None, derandomize=True, database=None,
+@settings(max_examples=12, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     num_shards=st.integers(1, 4),
     counts=st.lists(st.integers(0, 5), min_size=1, max_size=6),
     equal=st.booleans(),
 )
+@example(num_shards=3, counts=[1, 1, 1, 3], equal=True)  # files of different sizes
+@example(num_shards=2, counts=[5, 5, 5, 5], equal=True)  # no balancing: each rank its own files
+@example(num_shards=4, counts=[2, 0, 3], equal=False)  # fewer files than ranks, an empty one
+@example(num_shards=1, counts=[0], equal=True)
 def test_ranks_split_remote_shards(s3: S3Server, num_shards: int, counts: list[int], equal: bool) -> None:
     """``.shard(n, rank)`` on a multi-file remote reader: ranks are disjoint; with
     ``equal=False`` together complete, with ``equal=True`` each gets ``total // n``. When
