@@ -97,6 +97,15 @@ SCENARIOS = [
     ),
     Scenario("ray_scale", "ray_scale.py", ["--items", "60", "--rounds", "1"]),
     Scenario("tensorpack_migration", "tensorpack_migration.py", ["--rounds", "1", "--only", "cifar"]),
+    Scenario(
+        "object_store",
+        "object_store.py",
+        ["--shards", "16", "--shard-mb", "0.25", "--rounds", "1"],
+        # one row per reader, from the epoch table (the later tables repeat its rows); the
+        # 2-process check has no rate to compare
+        ours=lambda n: n.startswith("dataflow") and "2 processes" not in n,
+        section=lambda heading: "",
+    ),
 ]
 
 
