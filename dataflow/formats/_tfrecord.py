@@ -289,10 +289,11 @@ class TFRecordData(DataFlow[Any]):
         n = len(self.paths)
         if spec is None or not spec.equal:
             files = range(n) if spec is None else range(spec.index, n, spec.num_shards)
-            return [[i, 0, -1, 0, 0] for i in files]
+            return [[i, 0, -1, 0, 0, -1] for i in files]
         counts = self._known_counts()
-        whole = [[i, 0, counts[i], 0, 0] for i in range(n)]
-        return _split_equal(whole, spec, sum(counts) // spec.num_shards, self._offsets_of)[spec.index]
+        whole = [[i, 0, counts[i], 0, 0, -1] for i in range(n)]
+        target = sum(counts) // spec.num_shards
+        return _split_equal(whole, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
 
     def __iter__(self) -> Iterator[Any]:
         resume = self.__dict__.pop("_resume_at", None)
@@ -343,9 +344,10 @@ class TFRecordData(DataFlow[Any]):
                 piece[2] = counts[piece[0]]
             if not self._shard_shuffle and piece[3]:
                 piece[1], piece[3] = piece[1] + piece[3], 0
-        allowed = resume["limit"] if resume["limit"] is not None else sum(p[2] - p[1] - p[3] for p in work)
+        left = sum(_piece_size(p) - p[3] for p in work)
+        allowed = resume["limit"] if resume["limit"] is not None else left
         target = allowed // spec.num_shards
-        self._work = _split_equal(work, spec, target, self._offsets_of)[spec.index]
+        self._work = _split_equal(work, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
         self._limit = target
 
     def _records(self) -> Iterator[Any]:
@@ -356,7 +358,7 @@ class TFRecordData(DataFlow[Any]):
             return
         rest = work[self._pos :]
         starts, ends = [], []
-        for i, first, end, _, offset in rest:
+        for i, first, end, _, offset, _ in rest:
             offsets = self._offsets_of[i]
             starts.append(offset if not self._shard_shuffle or offsets is None else int(offsets[first]))
             ends.append(int(offsets[end]) if offsets is not None and 0 <= end < len(offsets) else None)
@@ -385,14 +387,14 @@ class TFRecordData(DataFlow[Any]):
                 break
             records.append((index, offset, data))
         perm = np.random.default_rng([self._shard_seed or 0, self._epoch, i, first]).permutation(len(records))
-        for k in range(piece[3], len(records)):
+        for k in range(piece[3], piece[5] if piece[5] >= 0 else len(records)):
             index, offset, data = records[perm[k]]
             piece[3] = k + 1
             yield data if decode is None else decode_record(stage, name, index, offset, data, decode)
 
     def _read_file(self, piece: list[int], f: IO[bytes]) -> Iterator[Any]:
         """The records of a piece of a file in file order, from ``piece[3]`` records on."""
-        i, first, end, done, start = piece
+        i, first, end, done, start, _ = piece
         stage, path = type(self).__name__, redact(self.paths[i])
         decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
         whole = first == 0 and (end < 0 or end == self._offsets_count(i))
@@ -427,15 +429,15 @@ class TFRecordData(DataFlow[Any]):
         size = self._storage.sizes
         while pos < len(work) and (
             (not self._shard_shuffle and work[pos][4] == size[work[pos][0]])
-            or 0 <= work[pos][2] <= work[pos][1] + work[pos][3]
+            or (work[pos][2] >= 0 and work[pos][3] >= _piece_size(work[pos]))
         ):
             pos += 1  # a piece read to its end: resuming does not fetch it again
-        piece = work[pos] if pos < len(work) else [0, 0, -1, 0, 0]
+        piece = work[pos] if pos < len(work) else [0, 0, -1, 0, 0, -1]
         state.update(
             file=pos, offset=str(piece[4]), record=piece[1] + piece[3], read=piece[3], yielded=self._yielded
         )
         if self._file_shard is not None:  # a rank's part: the pieces left, for reshard
-            state["work"] = [[p[0], p[1], p[2], p[3], str(p[4])] for p in work[pos:]]
+            state["work"] = [[p[0], p[1], p[2], p[3], str(p[4]), p[5]] for p in work[pos:]]
             state["limit"] = self._limit
         return state
 
@@ -474,54 +476,68 @@ class TFRecordData(DataFlow[Any]):
         self._resume_at = resume
 
 
+def _piece_size(piece: list[int]) -> int:
+    """How many records a piece with a known end yields in all (done ones included)."""
+    return piece[5] if piece[5] >= 0 else piece[2] - piece[1]
+
+
 def _split_equal(
-    work: list[list[int]], spec: ShardSpec, target: int, offsets_of: Sequence[np.ndarray | None]
+    work: list[list[int]],
+    spec: ShardSpec,
+    target: int,
+    offsets_of: Sequence[np.ndarray | None],
+    shuffled: bool,
 ) -> list[list[list[int]]]:
     """``work`` (pieces with known ends) cut into ``spec.num_shards`` runs of ``target``
-    records each, in order: a piece that crosses a run's end is split there when its file's
-    record offsets are known and it is untouched (else the run takes it whole and ends
-    longer; the rank stops at ``target``). The records past the last run are dropped."""
+    records each, in order. A piece that crosses a run's end is split there: by record
+    range when it is untouched and its file's record offsets are known (each part fetches
+    only its bytes); a begun piece of a shuffled epoch by positions in its permutation (both
+    parts fetch the piece); otherwise the run takes it whole, ends longer, and the rank
+    stops at ``target``. The records past the last run are dropped."""
     runs: list[list[list[int]]] = [[] for _ in range(spec.num_shards)]
     rank, have = 0, 0
     for piece in work:
-        i, first, end, done, offset = piece
-        while rank < spec.num_shards and first + done < end:
+        i, first, end, done, offset, stop = piece
+        while rank < spec.num_shards and done < _piece_size([i, first, end, done, offset, stop]):
             need = target - have
             if need <= 0:
                 rank, have = rank + 1, 0
                 continue
-            left = end - first - done
+            size = _piece_size([i, first, end, done, offset, stop])
             offsets = offsets_of[i]
-            if left <= need or done or offsets is None:
-                runs[rank].append([i, first, end, done, offset])
-                have += left
+            if size - done <= need or (not shuffled and (done or offsets is None)):
+                runs[rank].append([i, first, end, done, offset, stop])
+                have += size - done
                 break
-            cut = first + need
-            runs[rank].append([i, first, cut, 0, offset])
-            first, offset = cut, int(offsets[cut])
+            if done or offsets is None:  # shuffled: split the piece's permutation
+                runs[rank].append([i, first, end, done, offset, done + need])
+                done += need
+            else:
+                cut = first + need
+                runs[rank].append([i, first, cut, 0, offset, -1])
+                first, offset = cut, int(offsets[cut])
             rank, have = rank + 1, 0
-        else:
-            continue
     return runs
 
 
 def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
     """The ``work`` field of a state: ``[file, first record, end record (-1: the file's
-    end), records done, byte offset (a decimal string)]`` for each piece an epoch has left."""
+    end), records done, byte offset (a decimal string), positions of its permutation a
+    shuffled piece yields (-1: all)]`` for each piece an epoch has left."""
     work = state.get("work")
     out: list[list[int]] = []
     if isinstance(work, list):
         for piece in work:
             ok = (
                 isinstance(piece, list)
-                and len(piece) == 5
+                and len(piece) == 6
                 and isinstance(piece[4], str)
                 and piece[4].isdigit()
             )
-            ints = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in piece[:4])
+            ints = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in piece[:4] + piece[5:])
             if not ints or not 0 <= piece[0] < files or piece[1] < 0 or piece[3] < 0:
                 break
-            out.append([piece[0], piece[1], piece[2], piece[3], int(piece[4])])
+            out.append([piece[0], piece[1], piece[2], piece[3], int(piece[4]), piece[5]])
         else:
             return out
     raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")
