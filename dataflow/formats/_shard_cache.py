@@ -7,6 +7,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from contextlib import suppress
+from typing import IO
 
 from ._atomic import _create_temp
 
@@ -41,23 +42,25 @@ class ShardCache:
         digest = hashlib.sha256(f"{url}\0{size}".encode()).hexdigest()[:40]
         return os.path.join(self.directory, f"{digest}.shard")
 
-    def get(self, url: str, size: int | None, download: Callable[[], bytes]) -> tuple[str, bool]:
-        """The local path of the shard, downloading it with ``download()`` if no process of
-        this node has; and whether it was found in the cache."""
+    def get(self, url: str, size: int | None, download: Callable[[], bytes]) -> tuple[IO[bytes], bool]:
+        """The shard, opened (so that evicting it later, in any process, does not take it
+        from the caller), downloading it with ``download()`` if no process of this node
+        has; and whether it was found in the cache."""
         path = self.path_for(url, size)
         fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            if os.path.exists(path):
-                with suppress(FileNotFoundError):  # evicted between the check and the touch
-                    os.utime(path)
-                    return path, True
+            with suppress(FileNotFoundError):  # not there, or evicted by another process
+                f = open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
+                os.utime(path)
+                return f, True
             data = download()
             tmp = _create_temp(self.directory, os.path.basename(path))
             try:
                 with open(tmp, "wb") as f:
                     f.write(data)
                 os.replace(tmp, path)
+                f = open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
             except BaseException:
                 with suppress(OSError):
                     os.unlink(tmp)
@@ -65,7 +68,7 @@ class ShardCache:
         finally:
             os.close(fd)  # releases the lock
         self._evict(keep=path)
-        return path, False
+        return f, False
 
     def _evict(self, keep: str) -> None:
         if self.limit is None:

@@ -373,12 +373,11 @@ class ShardStorage:
                 f.seek(start)
             return f
         if self._cache is not None:
-            local, hit = self._cache.get(url, self.sizes[index], lambda: self.fetch(index, 0))
+            cached, hit = self._cache.get(url, self.sizes[index], lambda: self.fetch(index, 0))
             if hit:
                 self._count(cache_hits=1)
-            f = open(local, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
-            f.seek(start)
-            return f
+            cached.seek(start)
+            return cached
         return _Window(self.fetch(index, start, end), start)
 
     def iterate(
