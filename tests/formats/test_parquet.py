@@ -103,7 +103,8 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
 
 def test_list_datapoints_become_columns_0_1(tmp_path: Path) -> None:
     path = tmp_path / "l.parquet"
-    D.ParquetSerializer.save(D.DataFromList([[i, f"s{i}"] for i in range(5)], shuffle=False), path, progress=False)
+    rows = D.DataFromList([[i, f"s{i}"] for i in range(5)], shuffle=False)
+    D.ParquetSerializer.save(rows, path, progress=False)
     assert pq.read_schema(str(path)).names == ["0", "1"]
     df = D.ParquetData(str(path))
     df.reset_state()
@@ -230,7 +231,8 @@ def test_ranks_read_disjoint_complete_row_groups(tmp_path_factory, groups, world
     total = sum(map(sum, groups))
     parts = []
     for rank in range(world):
-        flow = D.ParquetData(mem if remote else local, shuffle=shuffle, seed=5).shard(world, rank, equal=equal)
+        flow = D.ParquetData(mem if remote else local, shuffle=shuffle, seed=5)
+        flow = flow.shard(world, rank, equal=equal)
         assert flow.by_index
         flow.reset_state()
         ids = _ids(flow)
@@ -258,7 +260,8 @@ def test_resume_at_any_cut(tmp_path_factory, groups, shuffle, batch, shard, filt
     filters = [("id", "!=", 2)] if filtered else None
 
     def build() -> D.DataFlow:
-        flow = D.ParquetData(mem if remote else local, shuffle=shuffle, batch_rows=batch, filters=filters, seed=9)
+        src = mem if remote else local
+        flow = D.ParquetData(src, shuffle=shuffle, batch_rows=batch, filters=filters, seed=9)
         flow = flow if shard is None else flow.shard(shard[0], shard[1], equal=shard[2])
         return flow.map(_plain) if batch else flow  # object arrays compare by value
 
@@ -396,7 +399,7 @@ def test_errors_name_the_stage_and_the_value(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="filters"):
         D.ParquetData(str(not_parquet), filters="id > 3")
     with pytest.raises(D.FormatError, match=r"datapoint 0 is a int"):
-        D.ParquetSerializer.save(D.DataFromList([1, 2], shuffle=False), tmp_path / "x.parquet", progress=False)
+        D.ParquetSerializer.save(D.DataFromList([1, 2], shuffle=False), tmp_path / "x.parquet")
 
 
 def test_a_damaged_row_group_names_the_file_and_group(tmp_path: Path) -> None:
