@@ -451,3 +451,14 @@ def test_to_arrow_takes_column_batches(tmp_path: Path) -> None:
     bad = D.DataFromList([{"a": 1000, "v": np.zeros((2, 2), np.int16)}], shuffle=False).batch(1)
     with pytest.raises(D.FormatError, match=r"batch 0, column 'a'"):
         D.to_arrow(bad, schema=schema)
+
+
+def test_import_dataflow_does_not_import_pyarrow() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, dataflow; print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow'))"
+    root = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
