@@ -81,6 +81,7 @@ SCENARIOS = [
     Scenario("remote", "remote.py", ["--rounds", "2", "--scale", "0.1"]),
     Scenario("formats_read", "formats_read.py", ["--size", "500", "--rounds", "3"]),
     Scenario("formats_save", "formats_save.py", ["--size", "50", "--rounds", "2"]),
+    Scenario("parquet_read", "parquet_read.py", ["--rows", "20000", "--rounds", "1", "--no-peers"]),
     Scenario(
         "adapters",
         "adapters.py",

@@ -18,6 +18,7 @@ from ._rng import CompatGenerator
 from ._seeding import set_seed
 from ._version import __version__
 from .base import DataFlow, Datapoint, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
+from .formats._arrow import to_arrow
 from .formats._caffe_lmdb import CaffeLMDB
 from .formats._common import FormatError
 from .formats._hdf5_format import HDF5Data, HDF5Serializer
@@ -25,6 +26,8 @@ from .formats._lmdb_data import LMDBData
 from .formats._lmdb_decoder import LMDBDataDecoder
 from .formats._lmdb_format import LMDBSerializer
 from .formats._numpy_format import NumpySerializer
+from .formats._parquet import ParquetData
+from .formats._parquet_save import ParquetSerializer
 from .formats._svmlight import SVMLightData
 from .formats._tf_example import encode_example, parse_example
 from .formats._tfrecord import TFRecordData, TFRecordSerializer
@@ -109,6 +112,8 @@ __all__ = [
     "MultiThreadRunner",
     "NumpySerializer",
     "PaddedBatchData",
+    "ParquetData",
+    "ParquetSerializer",
     "PrefetchData",
     "PrefetchDataZMQ",
     "PrintData",
@@ -142,4 +147,5 @@ __all__ = [
     "parse_example",
     "send_dataflow_zmq",
     "set_seed",
+    "to_arrow",
 ]

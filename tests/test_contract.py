@@ -125,6 +125,13 @@ def _tfrecord(tmp: Path) -> DataFlow:
     return dataflow.TFRecordData(_saved(tmp, dataflow.TFRecordSerializer.save, "c.tfrecord"))
 
 
+def _parquet(tmp: Path) -> DataFlow:
+    path = str(tmp / f"{len(list(tmp.iterdir()))}-c.parquet")
+    rows = [{"i": i, "v": np.full(3, i, np.int16)} for i in range(6)]
+    dataflow.ParquetSerializer.save(dataflow.DataFromList(rows, shuffle=False), path, rows_per_group=4)
+    return dataflow.ParquetData(path)
+
+
 def _svmlight(tmp: Path) -> DataFlow:
     path = tmp / "c.svm"
     path.write_text("".join(f"{i} 1:{i} 3:{i * 2}\n" for i in range(10)))
@@ -234,6 +241,7 @@ FACTORIES: dict[str, Case] = {
     "LMDBDataDecoder": Case(_lmdb_decoder),
     "HDF5Data": Case(_hdf5, order="multiset"),
     "TFRecordData": Case(_tfrecord),
+    "ParquetData": Case(_parquet),
     "SVMLightData": Case(_svmlight),
     "PrintData": Case(lambda _: dataflow.PrintData(_lst(4), num=2, file=io.StringIO())),
     "TestDataSpeed": Case(lambda _: dataflow.TestDataSpeed(_lst(4), size=3, progress=False)),

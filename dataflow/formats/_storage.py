@@ -430,6 +430,32 @@ class ShardStorage:
         largest = max((self.sizes[i] or 64 << 20 for i in order), default=0)
         return max(1, min(AUTO_MOST_FILES, AUTO_MOST_BYTES // max(largest, 1)))
 
+    def size(self, index: int) -> int:
+        """The size in bytes of file ``index``: from its listing (a glob), the disk, or one
+        request to the store (kept for the next call)."""
+        url, known = self.urls[index], self.sizes[index]
+        if known is not None:
+            return known
+        if not _is_url(url):
+            try:
+                return os.path.getsize(url)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{self.stage}: no such file: {url!r}") from None
+        fs, path = self._fs(url)
+        self._count(requests=1)
+        try:
+            found = int(fs.size(path))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.stage}: no such object: {redact(url)}") from None
+        except PermissionError:
+            raise PermissionError(
+                f"{self.stage}: access denied to {redact(url)}; check the credentials in storage_options"
+            ) from None
+        except Exception as e:
+            raise OSError(f"{self.stage}: cannot read the size of {redact(url)}: {_describe(e)}") from None
+        self.sizes[index] = found
+        return found
+
     def fetch_sibling(self, index: int, suffix: str) -> bytes | None:
         """The bytes of the file named like file ``index`` plus ``suffix`` (an index file
         beside a shard), or ``None`` if there is none. One request, retried like

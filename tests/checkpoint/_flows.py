@@ -110,6 +110,8 @@ def write_files(tmp: Path) -> None:
     D.LMDBSerializer.save(src, str(tmp / "d.lmdb"))
     D.HDF5Serializer.save(src, str(tmp / "d.h5"), ["a", "b"])
     D.TFRecordSerializer.save(src, str(tmp / "d.tfrecord"))
+    rows = D.DataFromList([{"i": i, "v": np.full(2, i, np.float32)} for i in range(9)], shuffle=False)
+    D.ParquetSerializer.save(rows, str(tmp / "d.parquet"), rows_per_group=4)
     (tmp / "d.svm").write_text("".join(f"{i % 2} 1:{i} 3:{i * 2}\n" for i in range(9)))
     for k in range(3):
         (tmp / f"t{k}.txt").write_text("".join(f"line {k}-{i}\n" for i in range(3 + k)))
@@ -217,6 +219,7 @@ FLOWS: dict[str, Flow] = {
     "LMDBDataDecoder": Flow(lambda t: D.LMDBDataDecoder(_lmdb(t), lambda k, v: [k, len(v)])),
     "HDF5Data": Flow(lambda t: D.HDF5Data(str(t / "d.h5"), ["a", "b"], shuffle=True, seed=2)),
     "TFRecordData": Flow(lambda t: D.TFRecordData(str(t / "d.tfrecord"), shuffle=True, seed=2)),
+    "ParquetData": Flow(lambda t: D.ParquetData(str(t / "d.parquet"), shuffle=True, seed=2)),
     "SVMLightData": Flow(lambda t: D.SVMLightData(str(t / "d.svm"), shuffle=True, seed=2)),
     # tools
     "PrintData": Flow(lambda _: D.PrintData(_lst(6), num=2, file=io.StringIO())),
