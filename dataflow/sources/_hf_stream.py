@@ -82,6 +82,7 @@ class DataFromHFIterable(DataFlow[dict[str, Any]]):
         self._block = 0  # rows per batch this epoch (0: example by example)
         self._reading = False  # example by example: the dataset's live state_dict() is the position
         self._arrow = False  # read as Arrow tables, by batch
+        self._epoch_hf: Any = None  # the copy the epoch in progress reads
 
     def _repr_args(self) -> dict[str, Any]:
         args: dict[str, Any] = {"shards": self.ds.num_shards, "format": self.format}
@@ -114,6 +115,11 @@ class DataFromHFIterable(DataFlow[dict[str, Any]]):
             self._arrow = arrow
         return self._hf
 
+    def close(self) -> None:
+        """Drop this flow's copy of the dataset (with torch imported, ``datasets`` keeps each
+        copy's epoch in a shared-memory tensor, released with the copy)."""
+        self._hf = self._epoch_hf = None
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         from datasets.formatting import get_formatter
 
@@ -126,6 +132,7 @@ class DataFromHFIterable(DataFlow[dict[str, Any]]):
         hf.set_epoch(self._first_epoch + self._epochs - 1)
         hf.load_state_dict(saved)  # None: from the epoch's start
         self._saved, self._skip, self._block, self._reading = saved, skip, block, False
+        self._epoch_hf = hf
         formatter = get_formatter(self.format, features=hf.features)
         return self._batches(hf, block, formatter) if block else self._examples(hf, formatter)
 
@@ -153,8 +160,9 @@ class DataFromHFIterable(DataFlow[dict[str, Any]]):
             "shard": None if self._shard is None else self._shard.as_list(),
         }
         if live:
-            hf_state = self._hf.state_dict() if self._reading else self._saved
-            if _shuffle_buffered(getattr(self._hf, "_ex_iterable", None)):
+            hf = self._epoch_hf if self._epoch_hf is not None else self._handle()
+            hf_state = hf.state_dict() if self._reading else self._saved
+            if _shuffle_buffered(getattr(hf, "_ex_iterable", None)):
                 raise StateUnsupportedError(
                     f"{stage}: the dataset shuffles with a buffer (IterableDataset.shuffle), whose "
                     f"examples datasets does not save, so a resume would lose them; shuffle with "
