@@ -31,6 +31,7 @@ from .formats._parquet_save import ParquetSerializer
 from .formats._svmlight import SVMLightData
 from .formats._tf_example import encode_example, parse_example
 from .formats._tfrecord import TFRecordData, TFRecordSerializer
+from .formats._to_hf import to_hf
 from .image._augment import AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates
 from .image._from_file import ImageFromFile
 from .ops._batch import BatchData, BatchDataByShape
@@ -55,6 +56,8 @@ from .parallel._remote import RemoteDataZMQ, generate_curve_keypair, send_datafl
 from .parallel._runners import MultiProcessRunner, MultiProcessRunnerZMQ
 from .parallel._threads import MultiThreadMapData, MultiThreadRunner, ThreadPrefetchData
 from .sources._fake import FakeData
+from .sources._hf import DataFromHF, from_hf
+from .sources._hf_stream import DataFromHFIterable
 from .sources._iterables import DataFromGenerator, DataFromIterable, DataFromQueue
 from .sources._memory import DataFromArrays, DataFromList
 from .sources._text import TextLineData
@@ -80,6 +83,8 @@ __all__ = [
     "DataFlowTerminated",
     "DataFromArrays",
     "DataFromGenerator",
+    "DataFromHF",
+    "DataFromHFIterable",
     "DataFromIterable",
     "DataFromList",
     "DataFromQueue",
@@ -142,10 +147,12 @@ __all__ = [
     "checkpoint",
     "dataset",
     "encode_example",
+    "from_hf",
     "generate_curve_keypair",
     "imgaug",
     "parse_example",
     "send_dataflow_zmq",
     "set_seed",
     "to_arrow",
+    "to_hf",
 ]

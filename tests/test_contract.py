@@ -138,6 +138,22 @@ def _svmlight(tmp: Path) -> DataFlow:
     return dataflow.SVMLightData(str(path), shuffle=False)
 
 
+def _hf_rows(n: int) -> Any:
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"i": np.arange(n), "x": np.ones((n, 3), np.float32), "s": ["a"] * n})
+    ds.with_format("numpy")[:1]  # datasets' formatting starts tqdm's monitor thread once per process
+    return ds
+
+
+def _hf(_: Path) -> DataFlow:
+    return dataflow.DataFromHF(_hf_rows(8), shuffle=True, seed=1)
+
+
+def _hf_stream(_: Path) -> DataFlow:
+    return dataflow.from_hf(_hf_rows(8).to_iterable_dataset(num_shards=3))
+
+
 def _pictures(n: int = 6) -> DataFlow:
     pic = [np.full((6, 7, 3), 1, np.uint8), np.full((6, 7), 2, np.uint8), np.array([[1.0, 2.0]])]
     items = [[p * i for p in pic] for i in range(n)]
@@ -243,6 +259,9 @@ FACTORIES: dict[str, Case] = {
     "TFRecordData": Case(_tfrecord),
     "ParquetData": Case(_parquet),
     "SVMLightData": Case(_svmlight),
+    "DataFromHF": Case(_hf, order="multiset"),
+    # datasets permutes the stream's shards from the second epoch on (ds.set_epoch)
+    "DataFromHFIterable": Case(_hf_stream, order="multiset"),
     "PrintData": Case(lambda _: dataflow.PrintData(_lst(4), num=2, file=io.StringIO())),
     "TestDataSpeed": Case(lambda _: dataflow.TestDataSpeed(_lst(4), size=3, progress=False)),
 }

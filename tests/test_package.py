@@ -110,6 +110,14 @@ def test_import_dataflow_imports_no_ml_framework() -> None:
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
+def test_import_dataflow_does_not_import_hugging_face_datasets() -> None:
+    """DataFromHF and to_hf import ``datasets`` (the hf extra) when a dataset is given."""
+    code = "import json, sys; import dataflow; print(json.dumps('datasets' in sys.modules))"
+    proc = _run(["-c", code], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) is False
+
+
 def test_all_is_sorted_and_unique() -> None:
     names = list(dataflow.__all__)
     assert names == sorted(names), "dataflow.__all__ must be sorted"

@@ -144,6 +144,12 @@ def _lmdb(tmp: Path) -> D.DataFlow:
     return D.LMDBData(str(tmp / "d.lmdb"), shuffle=True, seed=2)
 
 
+def _hf_rows(n: int) -> Any:
+    import datasets
+
+    return datasets.Dataset.from_dict({"i": np.arange(n), "v": [list(range(i % 3)) for i in range(n)]})
+
+
 FLOWS: dict[str, Flow] = {
     # sources
     "DataFromList": Flow(lambda _: _lst()),
@@ -221,6 +227,8 @@ FLOWS: dict[str, Flow] = {
     "TFRecordData": Flow(lambda t: D.TFRecordData(str(t / "d.tfrecord"), shuffle=True, seed=2)),
     "ParquetData": Flow(lambda t: D.ParquetData(str(t / "d.parquet"), shuffle=True, seed=2)),
     "SVMLightData": Flow(lambda t: D.SVMLightData(str(t / "d.svm"), shuffle=True, seed=2)),
+    "DataFromHF": Flow(lambda _: D.DataFromHF(_hf_rows(8), shuffle=True, seed=2)),
+    "DataFromHFIterable": Flow(lambda _: D.from_hf(_hf_rows(8).to_iterable_dataset(num_shards=3))),
     # tools
     "PrintData": Flow(lambda _: D.PrintData(_lst(6), num=2, file=io.StringIO())),
     "TestDataSpeed": Flow(lambda _: D.TestDataSpeed(_lst(6), size=3, progress=False)),
