@@ -17,6 +17,7 @@ from ..sources._indexed import IndexedSource, cursor
 from ._common import FormatError, PathType, check_meta, fspath
 from ._lmdb_env import SharedEnv, import_lmdb
 from ._lmdb_layout import _META_KEYS, FORMAT_VERSION, META_KEY, TENSORPACK_KEYS, data_key
+from ._storage import is_remote, redact
 
 __all__ = ["LMDBData"]
 
@@ -59,6 +60,13 @@ class LMDBData(IndexedSource[Any]):
         stage = self._stage
         import_lmdb(stage)
         self._path = fspath(stage, "lmdb_path", lmdb_path)
+        if is_remote(self._path):
+            raise ValueError(
+                f"{stage}: LMDB maps its file into memory, so it needs a local path, got the URL "
+                f"{redact(self._path)!r}; copy the database to a local disk first (e.g. "
+                f"fsspec.filesystem(...).get(url, local_dir, recursive=True)), or store the data "
+                f"as TFRecord or Parquet files, which are read from URLs"
+            )
         if keys is not None and not isinstance(keys, (str, list, tuple)):
             raise TypeError(f"{stage}: keys must be a list of keys, a format string or None, got {keys!r}")
         self._shuffle = bool(shuffle)

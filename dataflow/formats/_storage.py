@@ -235,7 +235,8 @@ class ShardStorage:
             text = os.fspath(entry)
             if text.startswith("file://"):
                 text = text[len("file://") :]
-            if not _GLOB.search(text.split("?", 1)[0] if _is_url(text) else text):
+            literal = not _is_url(text) and os.path.exists(text)  # a file named like a glob
+            if literal or not _GLOB.search(text.split("?", 1)[0] if _is_url(text) else text):
                 urls.append(text)
                 sizes.append(None)
             elif not _is_url(text):

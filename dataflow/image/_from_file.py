@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..formats._common import FormatError
+from ..formats._storage import STORAGE_ARGS, ShardStorage, redact
 from ..imgaug._opencv import cv2
 from ..imgaug.misc import shape2d
 from ..sources._indexed import IndexedSource
@@ -27,6 +28,11 @@ class ImageFromFile(IndexedSource[Any]):
     so it resumes without re-reading and ``.shard()`` reads only its rank's files. A file OpenCV
     cannot decode raises :class:`~dataflow.FormatError` naming it; a missing file,
     :class:`FileNotFoundError`. Images are contiguous arrays.
+
+    ``files`` may also hold fsspec URLs and globs (expanded once, sorted), read with the
+    keyword arguments of remote files (``storage_options=``, ``retries=``, ``timeout=``,
+    ``cache_dir=``...; see :doc:`/object_stores`): one request per image, so put a thread or
+    process map after it to fetch several at once.
     """
 
     def __init__(
@@ -37,13 +43,18 @@ class ImageFromFile(IndexedSource[Any]):
         shuffle: bool = False,
         *,
         seed: int | None = None,
+        **storage: Any,
     ) -> None:
         super().__init__(seed)
         if isinstance(files, (str, bytes)) or not isinstance(files, Sequence):
             raise TypeError(f"ImageFromFile: files must be a list of paths, got {type(files).__name__}")
         if len(files) == 0:
             raise ValueError("ImageFromFile: no image files given")
-        self.files = [os.fspath(f) for f in files]
+        unknown = sorted(set(storage) - set(STORAGE_ARGS))
+        if unknown:
+            raise TypeError(f"ImageFromFile: unexpected keyword argument {unknown[0]!r}")
+        self._storage = ShardStorage("ImageFromFile", list(files), name="files", **storage)
+        self.files = self._storage.urls
         if channel not in (1, 3):
             raise ValueError(f"ImageFromFile: channel must be 1 or 3, got {channel!r}")
         self.channel = int(channel)
@@ -58,15 +69,25 @@ class ImageFromFile(IndexedSource[Any]):
     def _num_items(self) -> int:
         return len(self.files)
 
+    def io_stats(self) -> dict[str, int]:
+        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
+        reads of remote images (all zero for local files)."""
+        return self._storage.io_stats()
+
     def _getter(self) -> Callable[[int], Any]:
         return self._read
 
     def _read(self, i: int) -> list[np.ndarray]:
         cv = cv2()
         path = self.files[i]
-        im = cv.imread(path, self.imread_mode)
+        if self._storage.remote:
+            data = np.frombuffer(self._storage.fetch(i), np.uint8)
+            im = cv.imdecode(data, self.imread_mode) if data.size else None
+            path = redact(path)
+        else:
+            im = cv.imread(path, self.imread_mode)
         if im is None:
-            if not os.path.isfile(path):
+            if not self._storage.remote and not os.path.isfile(path):
                 raise FileNotFoundError(f"ImageFromFile: no such image file: {path}")
             raise FormatError(f"ImageFromFile: {path}: OpenCV cannot decode it as an image")
         if self.resize is not None:
