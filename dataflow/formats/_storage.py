@@ -321,18 +321,12 @@ class ShardStorage:
             try:
                 data = fs.cat_file(path, start=start, end=end, **kwargs)  # a Range: no size lookup first
                 break
-            except FileNotFoundError:
-                raise FileNotFoundError(f"{self.stage}: no such object: {redact(url)}") from None
-            except PermissionError:
-                raise PermissionError(
-                    f"{self.stage}: access denied to {redact(url)}; check the credentials in storage_options"
-                ) from None
             except Exception as e:
                 if _range_past_end(e):  # nothing from ``start`` on (an empty object, or its end)
                     data = b""
                     break
                 if not _transient(e):
-                    raise OSError(f"{self.stage}: cannot read {redact(url)}: {_describe(e)}") from None
+                    raise self._refused(url, e, "cannot read") from None
                 if attempt >= self.retries:
                     kind = TimeoutError if isinstance(e, TimeoutError) else ConnectionError
                     raise kind(
@@ -446,16 +440,22 @@ class ShardStorage:
         self._count(requests=1)
         try:
             found = int(fs.size(path))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{self.stage}: no such object: {redact(url)}") from None
-        except PermissionError:
-            raise PermissionError(
-                f"{self.stage}: access denied to {redact(url)}; check the credentials in storage_options"
-            ) from None
         except Exception as e:
-            raise OSError(f"{self.stage}: cannot read the size of {redact(url)}: {_describe(e)}") from None
+            raise self._refused(url, e, "cannot read the size of") from None
         self.sizes[index] = found
         return found
+
+    def _refused(self, url: str, error: Exception, doing: str) -> OSError:
+        """The error to raise for a request the store answered with ``error`` and that
+        trying again will not fix: it names the URL without credentials, never the
+        original message (which may hold them)."""
+        if isinstance(error, FileNotFoundError):
+            return FileNotFoundError(f"{self.stage}: no such object: {redact(url)}")
+        if isinstance(error, PermissionError):
+            return PermissionError(
+                f"{self.stage}: access denied to {redact(url)}; check the credentials in storage_options"
+            )
+        return OSError(f"{self.stage}: {doing} {redact(url)}: {_describe(error)}")
 
     def fetch_sibling(self, index: int, suffix: str) -> bytes | None:
         """The bytes of the file named like file ``index`` plus ``suffix`` (an index file
