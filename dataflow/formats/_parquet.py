@@ -77,7 +77,7 @@ class ParquetData(DataFlow[dict[str, Any]]):
     is fetched alone (one ranged request for its columns' bytes), ahead of the reader.
 
     State: the row groups left in the epoch and the next row in the current one (sharded:
-    the list of pieces ``[file, row group, first row, end row, rows done]`` left, which
+    the list of pieces ``[file, row group, first row, end row, rows done, permutation stop]`` left, which
     :func:`dataflow.checkpoint.reshard` merges; else the piece number and row), the shuffle
     seed and the epoch: resuming reads no earlier row group. A damaged file raises
     :class:`~dataflow.FormatError` naming it and the row group.
@@ -231,17 +231,17 @@ class ParquetData(DataFlow[dict[str, Any]]):
 
     def _rank_work(self) -> list[list[int]]:
         """This rank's pieces of the epoch, in file order: ``[file, row group, first row, end
-        row (-1: the group's end, after filters), rows done]``."""
+        row (-1: the group's end, after filters), rows done, permutation stop (-1: all)]``."""
         groups = self._group_rows()
         end = (lambda n: -1) if self.filters is not None else (lambda n: n)
-        whole = [[i, k, 0, end(n), 0] for i, rows in enumerate(groups) for k, n in enumerate(rows) if n]
+        whole = [[i, k, 0, end(n), 0, -1] for i, rows in enumerate(groups) for k, n in enumerate(rows) if n]
         spec = self._file_shard
         if spec is None:
             return whole
         if not spec.equal:
             return whole[spec.index :: spec.num_shards]
         total = sum(map(sum, groups))
-        return _split_equal(whole, spec.num_shards, total // spec.num_shards)[spec.index]
+        return _split_equal(whole, spec.num_shards, total // spec.num_shards, self._shuffle)[spec.index]
 
     def _shuffled(self, work: list[list[int]]) -> list[list[int]]:
         if not self._shuffle:
@@ -298,9 +298,9 @@ class ParquetData(DataFlow[dict[str, Any]]):
         for piece in work:  # in file order, what is left of a piece is a piece of its own
             if not self._shuffle and piece[4]:
                 piece[2], piece[4] = piece[2] + piece[4], 0
-        allowed = resume["limit"] if resume["limit"] is not None else sum(p[3] - p[2] - p[4] for p in work)
+        allowed = resume["limit"] if resume["limit"] is not None else sum(_size(p) - p[4] for p in work)
         target = allowed // spec.num_shards
-        self._work = _split_equal(work, spec.num_shards, target)[spec.index]
+        self._work = _split_equal(work, spec.num_shards, target, self._shuffle)[spec.index]
         self._limit = target
 
     # -- reading -----------------------------------------------------------------------------
@@ -329,7 +329,7 @@ class ParquetData(DataFlow[dict[str, Any]]):
         handle_of = -1
         with closing(sources):
             for piece, source in zip(rest, sources):
-                i, k, first, end, done = piece
+                i, k, first, end, done, pstop = piece
                 if remote:
                     handle = pq.ParquetFile(source[1], metadata=meta[i])
                 elif handle_of != i:
@@ -344,17 +344,19 @@ class ParquetData(DataFlow[dict[str, Any]]):
                     ) from e
                 if self.columns is not None and read != self.columns:
                     table = table.select(self.columns)
-                stop = table.num_rows if end < 0 else end
-                if stop > table.num_rows:
+                last = table.num_rows if end < 0 else end
+                if last > table.num_rows:
                     raise FormatError(
                         f"{stage}: {redact(self.paths[i])}: row group {k} has {table.num_rows} rows, but "
-                        f"{stop} were expected; the file changed since its footer was read"
+                        f"{last} were expected; the file changed since its footer was read"
                     )
-                count = stop - first - done
+                count = (pstop if pstop >= 0 else last - first) - done
                 if count > 0:
                     if self._shuffle:
                         seed = [self._shard_seed or 0, self._epoch, i, k, first]
-                        perm = np.random.default_rng(seed).permutation(stop - first)[done:] + first
+                        perm = (
+                            np.random.default_rng(seed).permutation(last - first)[done : done + count] + first
+                        )
                         table = table.take(pa.array(perm))
                     else:
                         table = table.slice(first + done, count)
@@ -420,12 +422,12 @@ class ParquetData(DataFlow[dict[str, Any]]):
         def done(p: list[int]) -> int:
             return current.get(id(p), p[4])
 
-        while pos < len(work) and 0 <= work[pos][3] <= work[pos][2] + done(work[pos]):
+        while pos < len(work) and work[pos][3] >= 0 and done(work[pos]) >= _size(work[pos]):
             pos += 1  # a piece read to its end: resuming does not read it again
         if self._file_shard is None:
             state.update(piece=pos, row=done(work[pos]) if pos < len(work) else 0)
         else:  # a rank's part: the pieces left, for reshard
-            state["work"] = [[p[0], p[1], p[2], p[3], done(p)] for p in work[pos:]]
+            state["work"] = [[p[0], p[1], p[2], p[3], done(p), p[5]] for p in work[pos:]]
             state.update(limit=self._limit, yielded=yielded)
         return state
 
@@ -491,37 +493,50 @@ def _byte_range(meta: Any, k: int, read: Sequence[str] | None) -> tuple[int, int
     return (lo or 0), hi
 
 
-def _split_equal(work: list[list[int]], num_shards: int, target: int) -> list[list[list[int]]]:
+def _size(piece: list[int]) -> int:
+    """How many rows a piece with a known end yields in all (done ones included)."""
+    return piece[5] if piece[5] >= 0 else piece[3] - piece[2]
+
+
+def _split_equal(
+    work: list[list[int]], num_shards: int, target: int, shuffled: bool
+) -> list[list[list[int]]]:
     """``work`` (pieces with known ends) cut into ``num_shards`` runs of ``target`` rows
-    each, in order: a piece that crosses a run's end is split there unless it is partly
-    read (a run then takes it whole and ends longer; the rank stops at ``target``). The rows
-    past the last run are dropped."""
+    each, in order. A piece that crosses a run's end is split there: by row range when it is
+    untouched, by positions of its permutation when it is a begun piece of a shuffled epoch
+    (both parts read the group); a begun piece in file order was made untouched before. The
+    rows past the last run are dropped."""
     runs: list[list[list[int]]] = [[] for _ in range(num_shards)]
     rank, have = 0, 0
-    for i, k, first, end, done in work:
-        while rank < num_shards and first + done < end:
+    for i, k, first, end, done, stop in work:
+        while rank < num_shards and done < _size([i, k, first, end, done, stop]):
             need = target - have
             if need <= 0:
                 rank, have = rank + 1, 0
                 continue
-            left = end - first - done
-            if left <= need or done:
-                runs[rank].append([i, k, first, end, done])
+            left = _size([i, k, first, end, done, stop]) - done
+            if left <= need or (done and not shuffled):
+                runs[rank].append([i, k, first, end, done, stop])
                 have += left
                 break
-            runs[rank].append([i, k, first, first + need, 0])
-            first, rank, have = first + need, rank + 1, 0
+            if done:  # shuffled: split the piece's permutation
+                runs[rank].append([i, k, first, end, done, done + need])
+                done += need
+            else:
+                runs[rank].append([i, k, first, first + need, 0, -1])
+                first = first + need
+            rank, have = rank + 1, 0
     return runs
 
 
 def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
     """The ``work`` field of a state: ``[file, row group, first row, end row (-1: the
-    group's end), rows done]`` for each piece the epoch has left."""
+    group's end), rows done, permutation stop (-1: all)]`` for each piece the epoch has left."""
     work = state.get("work")
     if isinstance(work, list):
         ok = all(
             isinstance(p, list)
-            and len(p) == 5
+            and len(p) == 6
             and all(isinstance(v, int) and not isinstance(v, bool) for v in p)
             and 0 <= p[0] < files
             and p[1] >= 0
