@@ -28,6 +28,7 @@ from .formats._numpy_format import NumpySerializer
 from .formats._svmlight import SVMLightData
 from .formats._tf_example import encode_example, parse_example
 from .formats._tfrecord import TFRecordData, TFRecordSerializer
+from .formats._webdataset import WebDatasetData, WebDatasetSerializer
 from .image._augment import AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates
 from .image._from_file import ImageFromFile
 from .ops._batch import BatchData, BatchDataByShape
@@ -131,6 +132,8 @@ __all__ = [
     "TestDataSpeed",
     "TextLineData",
     "ThreadPrefetchData",
+    "WebDatasetData",
+    "WebDatasetSerializer",
     "WorkerDied",
     "WorkerError",
     "__version__",
