@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 from .._errors import FormatError
 
-__all__ = ["BLOCK", "END_BLOCKS", "member_header", "read_members", "record_padding"]
+__all__ = ["BLOCK", "END_BLOCKS", "TarError", "member_header", "read_members", "record_padding"]
 
 BLOCK = 512
 RECORD = 20 * BLOCK  # writers pad the archive to a multiple of this
@@ -29,6 +29,15 @@ _ZERO = bytes(BLOCK)
 _REGULAR = (b"0", b"\0", b"7")
 _NO_DATA = (b"1", b"2", b"3", b"4", b"5", b"6")  # links, devices, directories, FIFOs: size is not data
 _MAX_OCTAL = 8**11 - 1  # the largest size an 11-digit octal field holds
+
+
+class TarError(FormatError):
+    """A damaged or truncated archive; ``member`` is the name of the member it was in, when
+    its header could be read (its data could not)."""
+
+    def __init__(self, message: str, member: str | None = None) -> None:
+        super().__init__(message)
+        self.member = member
 
 
 def _octal(field: bytes) -> int:
@@ -89,19 +98,19 @@ def read_members(
         if len(buf) < BLOCK:
             what = "ends without the end-of-archive block" if not buf else "ends inside a member header"
             where = f"after member {long_name!r}" if long_name else f"at byte offset {pos}"
-            raise FormatError(f"{where}: the archive {what} (the file is truncated)")
+            raise TarError(f"{where}: the archive {what} (the file is truncated)")
         if buf == _ZERO:
             return
         raw_name = buf[:100].split(b"\0", 1)[0]
         name = raw_name.decode("utf-8", "surrogateescape")
         if not _checksum_ok(buf):
-            raise FormatError(
+            raise TarError(
                 f"member {name!r} at byte offset {pos}: corrupt header (checksum mismatch)"
             )
         try:
             size = _octal(buf[124:136])
         except ValueError:
-            raise FormatError(
+            raise TarError(
                 f"member {name!r} at byte offset {pos}: corrupt header (bad size field)"
             ) from None
         kind = buf[156:157]
@@ -126,21 +135,22 @@ def read_members(
             data = read(size)
             pad = read(padded - size) if padded > size else b""
             if len(data) < size or len(pad) < padded - size:
-                raise FormatError(
+                raise TarError(
                     f"member {name!r} at byte offset {start}: the archive ends inside its data "
-                    f"({size} bytes; the file is truncated)"
+                    f"({size} bytes; the file is truncated)",
+                    name,
                 )
             if not (kind == b"\0" and name.endswith("/")):  # an old-style directory
                 yield start, name, data
         else:
             body = read(padded)
             if len(body) < padded:
-                raise FormatError(
+                raise TarError(
                     f"member {name!r} at byte offset {pos}: the archive ends inside it "
                     f"(the file is truncated)"
                 )
             if kind == b"S":
-                raise FormatError(
+                raise TarError(
                     f"member {name!r} at byte offset {pos}: GNU sparse members are not supported"
                 )
             if kind == b"L":
@@ -151,7 +161,7 @@ def read_members(
                 try:
                     pax = _pax(body[:size])
                 except ValueError as e:
-                    raise FormatError(f"member at byte offset {pos}: corrupt pax header ({e})") from None
+                    raise TarError(f"member at byte offset {pos}: corrupt pax header ({e})") from None
                 pos += BLOCK + padded
                 continue
             if kind in (b"K", b"g"):

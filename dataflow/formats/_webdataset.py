@@ -27,7 +27,7 @@ from ..base import DataFlow
 from ..sources._order import ShardSpec
 from ._common import FormatError, PathType
 from ._storage import PathSpec, ShardStorage, redact
-from ._tar import read_members
+from ._tar import TarError, read_members
 from ._webdataset_codecs import DECODERS, last_extension
 from ._webdataset_save import save_webdataset
 
@@ -176,7 +176,13 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
 
     def _count(self, i: int) -> int:
         stage, count, key = type(self).__name__, 0, None
-        with open(self.paths[i], "rb") as f:
+        try:
+            f = open(self.paths[i], "rb")  # noqa: SIM115 - closed below
+        except OSError:
+            if self.handler == "raise":
+                raise
+            return 0  # the epoch will skip it
+        with f:
             members = read_members(f.read, 0, lambda n: f.seek(n, 1))
             try:
                 for _, name, _ in members:
@@ -336,10 +342,17 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
         while True:
             try:
                 member = next(members, None)
-            except FormatError as e:
-                if sample is not None:
-                    self._skips["skipped_samples"] += self.handler != "raise"
+            except TarError as e:
                 piece[2] = -1
+                cut = split_name(e.member) if e.member is not None else None
+                if sample is not None and cut is not None and cut[0] != sample["__key__"]:
+                    piece[1] += 1  # the damage is in the next sample: this one is whole
+                    done = self._finish(sample, bad, url, decode)
+                    if done is not None:
+                        yield done
+                    sample = None
+                if self.handler != "raise" and (sample is not None or cut is not None):
+                    self._skips["skipped_samples"] += 1  # the sample the damage cut
                 self._skip(FormatError(f"{stage}: {url}: {e}"), shard=True)
                 return
             if member is None:
