@@ -125,6 +125,16 @@ def _tfrecord(tmp: Path) -> DataFlow:
     return dataflow.TFRecordData(_saved(tmp, dataflow.TFRecordSerializer.save, "c.tfrecord"))
 
 
+def _webdataset(tmp: Path) -> DataFlow:
+    folder = tmp / f"{len(list(tmp.iterdir()))}-wds"  # a factory may be built twice per test
+    folder.mkdir()
+    items = [{"__key__": f"k{i}", "cls": i, "npy": np.full(3, i, np.int16)} for i in range(7)]
+    dataflow.WebDatasetSerializer.save(
+        dataflow.DataFromList(items, shuffle=False), str(folder / "s-%02d.tar"), maxcount=3, progress=False
+    )
+    return dataflow.WebDatasetData(str(folder / "s-*.tar"), shuffle=True, seed=0)
+
+
 def _svmlight(tmp: Path) -> DataFlow:
     path = tmp / "c.svm"
     path.write_text("".join(f"{i} 1:{i} 3:{i * 2}\n" for i in range(10)))
@@ -234,6 +244,7 @@ FACTORIES: dict[str, Case] = {
     "LMDBDataDecoder": Case(_lmdb_decoder),
     "HDF5Data": Case(_hdf5, order="multiset"),
     "TFRecordData": Case(_tfrecord),
+    "WebDatasetData": Case(_webdataset, order="multiset"),
     "SVMLightData": Case(_svmlight),
     "PrintData": Case(lambda _: dataflow.PrintData(_lst(4), num=2, file=io.StringIO())),
     "TestDataSpeed": Case(lambda _: dataflow.TestDataSpeed(_lst(4), size=3, progress=False)),

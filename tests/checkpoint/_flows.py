@@ -110,6 +110,8 @@ def write_files(tmp: Path) -> None:
     D.LMDBSerializer.save(src, str(tmp / "d.lmdb"))
     D.HDF5Serializer.save(src, str(tmp / "d.h5"), ["a", "b"])
     D.TFRecordSerializer.save(src, str(tmp / "d.tfrecord"))
+    samples = [{"__key__": f"k{i}", "npy": np.full(2, i, np.int32), "cls": i} for i in range(8)]
+    D.WebDatasetSerializer.save(D.DataFromList(samples, shuffle=False), str(tmp / "wds-%d.tar"), maxcount=3)
     (tmp / "d.svm").write_text("".join(f"{i % 2} 1:{i} 3:{i * 2}\n" for i in range(9)))
     for k in range(3):
         (tmp / f"t{k}.txt").write_text("".join(f"line {k}-{i}\n" for i in range(3 + k)))
@@ -218,6 +220,7 @@ FLOWS: dict[str, Flow] = {
     "HDF5Data": Flow(lambda t: D.HDF5Data(str(t / "d.h5"), ["a", "b"], shuffle=True, seed=2)),
     "TFRecordData": Flow(lambda t: D.TFRecordData(str(t / "d.tfrecord"), shuffle=True, seed=2)),
     "SVMLightData": Flow(lambda t: D.SVMLightData(str(t / "d.svm"), shuffle=True, seed=2)),
+    "WebDatasetData": Flow(lambda t: D.WebDatasetData(str(t / "wds-*.tar"), shuffle=True, seed=2)),
     # tools
     "PrintData": Flow(lambda _: D.PrintData(_lst(6), num=2, file=io.StringIO())),
     "TestDataSpeed": Flow(lambda _: D.TestDataSpeed(_lst(6), size=3, progress=False)),
