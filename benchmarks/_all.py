@@ -81,6 +81,7 @@ SCENARIOS = [
     Scenario("remote", "remote.py", ["--rounds", "2", "--scale", "0.1"]),
     Scenario("formats_read", "formats_read.py", ["--size", "500", "--rounds", "3"]),
     Scenario("formats_save", "formats_save.py", ["--size", "50", "--rounds", "2"]),
+    Scenario("webdataset_read", "webdataset_read.py", ["--samples", "2000", "--rounds", "2"]),
     Scenario(
         "adapters",
         "adapters.py",
