@@ -570,3 +570,20 @@ def test_a_duplicate_extension_in_a_sample(tmp_path: Path) -> None:
         _read(D.WebDatasetData(str(path)))
     df = D.WebDatasetData(str(path), handler="ignore_and_continue")
     assert _keys(_read(df)) == ["b"] and df.io_stats()["skipped_samples"] == 1
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_resume_at_every_cut_between_long_name_members(tmp_path: Path, fmt: int) -> None:
+    """A member with a long name starts at its long-name or pax header: a resume there
+    parses that header again and gets the whole name."""
+    paths = []
+    for k in range(2):
+        path = tmp_path / f"long-{k}.tar"
+        _tar(
+            path,
+            [(f"{'x' * (120 + i)}{k}/{i}.{ext}", b"%d" % i) for i in range(4) for ext in ("cls", "txt")],
+            fmt,
+        )
+        paths.append(str(path))
+    assert len(_read(D.WebDatasetData(paths))) == 8
+    check_resume(lambda: D.WebDatasetData(paths, shuffle=True, seed=3), epochs=2)
