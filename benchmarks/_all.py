@@ -82,6 +82,7 @@ SCENARIOS = [
     Scenario("formats_read", "formats_read.py", ["--size", "500", "--rounds", "3"]),
     Scenario("formats_save", "formats_save.py", ["--size", "50", "--rounds", "2"]),
     Scenario("parquet_read", "parquet_read.py", ["--rows", "20000", "--rounds", "1", "--no-peers"]),
+    Scenario("webdataset_read", "webdataset_read.py", ["--samples", "2000", "--rounds", "2"]),
     Scenario(
         "adapters",
         "adapters.py",

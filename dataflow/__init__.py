@@ -32,6 +32,7 @@ from .formats._svmlight import SVMLightData
 from .formats._tf_example import encode_example, parse_example
 from .formats._tfrecord import TFRecordData, TFRecordSerializer
 from .formats._to_hf import to_hf
+from .formats._webdataset import WebDatasetData, WebDatasetSerializer
 from .image._augment import AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates
 from .image._from_file import ImageFromFile
 from .ops._batch import BatchData, BatchDataByShape
@@ -141,6 +142,8 @@ __all__ = [
     "TestDataSpeed",
     "TextLineData",
     "ThreadPrefetchData",
+    "WebDatasetData",
+    "WebDatasetSerializer",
     "WorkerDied",
     "WorkerError",
     "__version__",

@@ -130,6 +130,14 @@ def _parquet(tmp: Path) -> DataFlow:
     rows = [{"i": i, "v": np.full(3, i, np.int16)} for i in range(6)]
     dataflow.ParquetSerializer.save(dataflow.DataFromList(rows, shuffle=False), path, rows_per_group=4)
     return dataflow.ParquetData(path)
+def _webdataset(tmp: Path) -> DataFlow:
+    folder = tmp / f"{len(list(tmp.iterdir()))}-wds"  # a factory may be built twice per test
+    folder.mkdir()
+    items = [{"__key__": f"k{i}", "cls": i, "npy": np.full(3, i, np.int16)} for i in range(7)]
+    dataflow.WebDatasetSerializer.save(
+        dataflow.DataFromList(items, shuffle=False), str(folder / "s-%02d.tar"), maxcount=3, progress=False
+    )
+    return dataflow.WebDatasetData(str(folder / "s-*.tar"), shuffle=True, seed=0)
 
 
 def _svmlight(tmp: Path) -> DataFlow:
@@ -258,6 +266,7 @@ FACTORIES: dict[str, Case] = {
     "HDF5Data": Case(_hdf5, order="multiset"),
     "TFRecordData": Case(_tfrecord),
     "ParquetData": Case(_parquet),
+    "WebDatasetData": Case(_webdataset, order="multiset"),
     "SVMLightData": Case(_svmlight),
     "DataFromHF": Case(_hf, order="multiset"),
     # datasets permutes the stream's shards from the second epoch on (ds.set_epoch)

@@ -112,6 +112,8 @@ def write_files(tmp: Path) -> None:
     D.TFRecordSerializer.save(src, str(tmp / "d.tfrecord"))
     rows = D.DataFromList([{"i": i, "v": np.full(2, i, np.float32)} for i in range(9)], shuffle=False)
     D.ParquetSerializer.save(rows, str(tmp / "d.parquet"), rows_per_group=4)
+    samples = [{"__key__": f"k{i}", "npy": np.full(2, i, np.int32), "cls": i} for i in range(8)]
+    D.WebDatasetSerializer.save(D.DataFromList(samples, shuffle=False), str(tmp / "wds-%d.tar"), maxcount=3)
     (tmp / "d.svm").write_text("".join(f"{i % 2} 1:{i} 3:{i * 2}\n" for i in range(9)))
     for k in range(3):
         (tmp / f"t{k}.txt").write_text("".join(f"line {k}-{i}\n" for i in range(3 + k)))
@@ -229,6 +231,7 @@ FLOWS: dict[str, Flow] = {
     "SVMLightData": Flow(lambda t: D.SVMLightData(str(t / "d.svm"), shuffle=True, seed=2)),
     "DataFromHF": Flow(lambda _: D.DataFromHF(_hf_rows(8), shuffle=True, seed=2)),
     "DataFromHFIterable": Flow(lambda _: D.from_hf(_hf_rows(8).to_iterable_dataset(num_shards=3))),
+    "WebDatasetData": Flow(lambda t: D.WebDatasetData(str(t / "wds-*.tar"), shuffle=True, seed=2)),
     # tools
     "PrintData": Flow(lambda _: D.PrintData(_lst(6), num=2, file=io.StringIO())),
     "TestDataSpeed": Flow(lambda _: D.TestDataSpeed(_lst(6), size=3, progress=False)),
