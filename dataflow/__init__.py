@@ -36,6 +36,7 @@ from .formats._webdataset import WebDatasetData, WebDatasetSerializer
 from .image._augment import AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates
 from .image._from_file import ImageFromFile
 from .ops._batch import BatchData, BatchDataByShape
+from .ops._bucket import BucketByLengthData
 from .ops._cache import CacheData
 from .ops._combine import ConcatData, JoinData, RandomChooseData, RandomMixData
 from .ops._interleave import InterleaveData
@@ -71,6 +72,7 @@ __all__ = [
     "AugmentImageCoordinates",
     "BatchData",
     "BatchDataByShape",
+    "BucketByLengthData",
     "CacheData",
     "CaffeLMDB",
     "CodecError",

@@ -76,6 +76,23 @@ class FluentMixin(Generic[T_co]):
 
         return PaddedBatchData(_as_flow(self), batch_size, padding_value=padding_value, remainder=remainder)
 
+    def bucket_by_length(
+        self,
+        length_fn: Callable[[Any], int],
+        boundaries: Sequence[int],
+        batch_sizes: Sequence[int],
+        padding_value: Any = 0,
+        drop_remainder: bool = False,
+    ) -> DataFlow[Any]:
+        """``BucketByLengthData(self, length_fn, boundaries, batch_sizes, padding_value,
+        drop_remainder)``: batches of datapoints of similar length, padded per batch."""
+        from .ops._bucket import BucketByLengthData
+
+        return BucketByLengthData(
+            _as_flow(self), length_fn, boundaries, batch_sizes,
+            padding_value=padding_value, drop_remainder=drop_remainder,
+        )
+
     def shuffle(self, buffer_size: int, num_reuse: int = 1, seed: int | None = None) -> DataFlow[T_co]:
         """``LocallyShuffleData(self, buffer_size, num_reuse, seed=seed)``."""
         from .ops._shuffle import LocallyShuffleData

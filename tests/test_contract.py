@@ -98,6 +98,12 @@ def _padded(_: Path) -> DataFlow:
     return dataflow.PaddedBatchData(dataflow.DataFromList(items, shuffle=False), 4, remainder=True)
 
 
+def _bucketed(_: Path) -> DataFlow:
+    items = [[np.arange(i % 5), i] for i in range(11)]
+    src = dataflow.DataFromList(items, shuffle=False)
+    return dataflow.BucketByLengthData(src, lambda dp: len(dp[0]), [2], [2, 3])
+
+
 def _join(_: Path) -> DataFlow:
     return dataflow.JoinData([_lst(5), dataflow.DataFromIterable([[-i] for i in range(6)])])
 
@@ -227,6 +233,7 @@ FACTORIES: dict[str, Case] = {
     "BatchData": Case(lambda _: dataflow.BatchData(_lst(), 3)),
     "BatchDataByShape": Case(_by_shape, len_upper_bound=True),
     "PaddedBatchData": Case(_padded),
+    "BucketByLengthData": Case(_bucketed),
     # epoch size
     "FixedSizeData": Case(lambda _: dataflow.FixedSizeData(_lst(5), 7, keep_state=False)),
     "RepeatedData": Case(lambda _: dataflow.RepeatedData(_lst(4), 3)),

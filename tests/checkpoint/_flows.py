@@ -84,6 +84,10 @@ def _sized(dp: list[Any]) -> list[Any]:
     return [dp[0], np.arange(dp[0] % 3 + 1, dtype=np.int16)]
 
 
+def _sized_len(dp: list[Any]) -> int:
+    return len(dp[1])
+
+
 def _three(dp: list[Any]) -> D.DataFlow:
     return D.DataFromList([[int(dp[0]), k] for k in range(dp[0] % 3 + 1)], shuffle=False)
 
@@ -178,6 +182,7 @@ FLOWS: dict[str, Flow] = {
     "BatchData": Flow(lambda _: D.BatchData(_lst(11), 3, remainder=True)),
     "BatchDataByShape": Flow(lambda _: D.BatchDataByShape(_lst(12).map(_sized), 2, 1, remainder=True)),
     "PaddedBatchData": Flow(lambda _: D.PaddedBatchData(_lst(10).map(_sized), 3, remainder=True)),
+    "BucketByLengthData": Flow(lambda _: D.BucketByLengthData(_lst(12).map(_sized), _sized_len, [2], [2, 3])),
     # epoch size
     "FixedSizeData": Flow(lambda _: D.FixedSizeData(_lst(5), 7)),
     "RepeatedData": Flow(lambda _: D.RepeatedData(_lst(4), 2)),
