@@ -84,6 +84,11 @@ def _sized(dp: list[Any]) -> list[Any]:
     return [dp[0], np.arange(dp[0] % 3 + 1, dtype=np.int16)]
 
 
+def _tokens(dp: list[Any]) -> dict[str, Any]:
+    """``{"tokens": ...}`` of a length from the datapoint (packing input)."""
+    return {"tokens": np.arange(dp[0] % 9 + 1) + dp[0]}
+
+
 def _three(dp: list[Any]) -> D.DataFlow:
     return D.DataFromList([[int(dp[0]), k] for k in range(dp[0] % 3 + 1)], shuffle=False)
 
@@ -178,6 +183,7 @@ FLOWS: dict[str, Flow] = {
     "BatchData": Flow(lambda _: D.BatchData(_lst(11), 3, remainder=True)),
     "BatchDataByShape": Flow(lambda _: D.BatchDataByShape(_lst(12).map(_sized), 2, 1, remainder=True)),
     "PaddedBatchData": Flow(lambda _: D.PaddedBatchData(_lst(10).map(_sized), 3, remainder=True)),
+    "PackData": Flow(lambda _: D.PackData(_lst(12).map(_tokens), 7, num_bins=2, overlong="split")),
     # epoch size
     "FixedSizeData": Flow(lambda _: D.FixedSizeData(_lst(5), 7)),
     "RepeatedData": Flow(lambda _: D.RepeatedData(_lst(4), 2)),
