@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import compress, count
 from typing import Any
 
 import numpy as np
@@ -132,6 +133,8 @@ class PackData(ProxyDataFlow):
             ready.extend(st.open.values())
             st.open.clear()
             st.order.clear()
+            st.frees.clear()
+            st.ids.clear()
             while ready:
                 row = ready.popleft()
                 st.rows_out += 1
@@ -194,16 +197,22 @@ class PackData(ProxyDataFlow):
                 rid = order.pop(0) & _MASK
                 st.ready.append(rows.pop(rid))
         else:
-            for rid, row in rows.items():
-                if L - row.fill >= n:
-                    row.add(chunk, n)
-                    if row.fill == L:
-                        del rows[rid]
-                        st.ready.append(row)
-                    return
-            if len(rows) >= self.num_bins:
-                rid = max(rows, key=lambda r: rows[r].fill)
-                st.ready.append(rows.pop(rid))
+            frees, ids = st.frees, st.ids  # of the open rows, oldest first
+            i = next(compress(count(), map(n.__le__, frees)), -1)  # the first that fits (a C loop)
+            if i >= 0:
+                rid = ids[i]
+                row = rows[rid]
+                row.add(chunk, n)
+                if row.fill == L:
+                    del rows[rid], frees[i], ids[i]
+                    st.ready.append(row)
+                else:
+                    frees[i] -= n
+                return
+            if len(rows) >= self.num_bins:  # evict the fullest (the oldest among equals)
+                i = frees.index(min(frees))
+                del frees[i]
+                st.ready.append(rows.pop(ids.pop(i)))
         row = _Row()
         row.add(chunk, n)
         if n == L:
@@ -214,6 +223,9 @@ class PackData(ProxyDataFlow):
         rows[rid] = row
         if self.method == "best_fit":
             insort(order, (L - n) << _ID_BITS | rid)
+        else:
+            st.frees.append(L - n)
+            st.ids.append(rid)
 
     def _concat(self, chunk: tuple[np.ndarray, ...], n: int, st: _Epoch) -> None:
         """concat: append to the one open row, cutting the sequence where the row is full."""
@@ -300,6 +312,9 @@ class PackData(ProxyDataFlow):
             st.open[rid] = row
             if self.method == "best_fit":
                 st.order.append((self.seq_len - row.fill) << _ID_BITS | rid)
+            elif self.method == "first_fit":
+                st.frees.append(self.seq_len - row.fill)
+                st.ids.append(rid)
         st.order.sort()
         st.ready.extend(loaded["ready"])
         st.taken = int_field(stage, state, "taken")
@@ -345,11 +360,15 @@ class _Row:
 class _Epoch:
     """What one epoch of :class:`PackData` holds (read by ``_get_state``)."""
 
-    __slots__ = ("dropped", "next_id", "open", "order", "ready", "rows_out", "taken", "tokens_out")
+    __slots__ = (
+        "dropped", "frees", "ids", "next_id", "open", "order", "ready", "rows_out", "taken", "tokens_out"
+    )
 
     def __init__(self) -> None:
         self.open: dict[int, _Row] = {}  # open rows by id, oldest first
         self.order: list[int] = []  # best_fit: ``free << _ID_BITS | id`` of each open row, sorted
+        self.frees: list[int] = []  # first_fit: the free space of each open row, oldest first
+        self.ids: list[int] = []  # first_fit: their ids
         self.ready: deque[_Row] = deque()  # full or evicted rows not produced yet
         self.next_id = 0
         self.taken = 0  # datapoints read from the upstream this epoch
