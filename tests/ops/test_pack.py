@@ -238,3 +238,18 @@ def test_a_corrupted_state_is_refused() -> None:
     other = PackData(_source([5, 6, 7]), 4, num_bins=2)  # the saved rows do not fit seq_len=4
     with pytest.raises(StateError, match="PackData"):
         other.load_state_dict(state)
+
+
+def _tokenize(dp: list[Any]) -> dict[str, np.ndarray]:
+    """A stand-in tokenizer run in worker processes (module level: spawn pickles it)."""
+    return {"tokens": np.arange(dp[0] % 13 + 1, dtype=np.int32) + 100 * dp[0]}
+
+
+def test_resume_behind_two_process_workers() -> None:
+    """Tokenizing in 2 worker processes, then packing: the resumed stream is the same."""
+
+    def build() -> Any:
+        src = DataFromList([[i] for i in range(40)], shuffle=True)
+        return src.parallel_map(_tokenize, num_proc=2, timeout=60).pack(16, method="best_fit", num_bins=3)
+
+    assert check_resume(build, epochs=1, max_cuts=4, resave_every=0) >= 4
