@@ -83,6 +83,7 @@ SCENARIOS = [
     Scenario("formats_save", "formats_save.py", ["--size", "50", "--rounds", "2"]),
     Scenario("parquet_read", "parquet_read.py", ["--rows", "20000", "--rounds", "1", "--no-peers"]),
     Scenario("webdataset_read", "webdataset_read.py", ["--samples", "2000", "--rounds", "2"]),
+    Scenario("packing", "packing.py", ["--size", "20000", "--rounds", "2"]),
     Scenario(
         "adapters",
         "adapters.py",

@@ -41,6 +41,7 @@ from .ops._cache import CacheData
 from .ops._combine import ConcatData, JoinData, RandomChooseData, RandomMixData
 from .ops._interleave import InterleaveData
 from .ops._map import FilterData, MapData, MapDataComponent, SelectComponent
+from .ops._pack import PackData
 from .ops._padded_batch import PaddedBatchData
 from .ops._repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from .ops._shard import ShardData
@@ -119,6 +120,7 @@ __all__ = [
     "MultiThreadPrefetchData",
     "MultiThreadRunner",
     "NumpySerializer",
+    "PackData",
     "PaddedBatchData",
     "ParquetData",
     "ParquetSerializer",

@@ -93,6 +93,21 @@ class FluentMixin(Generic[T_co]):
             padding_value=padding_value, drop_remainder=drop_remainder,
         )
 
+    def pack(
+        self,
+        seq_len: int,
+        keys: Sequence[str | int] = ("tokens",),
+        method: str = "first_fit",
+        num_bins: int = 16,
+        overlong: str = "truncate",
+    ) -> DataFlow[Any]:
+        """``PackData(self, seq_len, keys, method, num_bins, overlong)``."""
+        from .ops._pack import PackData
+
+        return PackData(
+            _as_flow(self), seq_len, keys=keys, method=method, num_bins=num_bins, overlong=overlong
+        )
+
     def shuffle(self, buffer_size: int, num_reuse: int = 1, seed: int | None = None) -> DataFlow[T_co]:
         """``LocallyShuffleData(self, buffer_size, num_reuse, seed=seed)``."""
         from .ops._shuffle import LocallyShuffleData

@@ -234,6 +234,9 @@ FACTORIES: dict[str, Case] = {
     "BatchDataByShape": Case(_by_shape, len_upper_bound=True),
     "PaddedBatchData": Case(_padded),
     "BucketByLengthData": Case(_bucketed),
+    "PackData": Case(lambda _: dataflow.PackData(dataflow.DataFromList(
+        [{"tokens": np.arange(n) + 1} for n in (3, 7, 2, 9, 5, 1)], shuffle=False), 8, method="best_fit",
+        num_bins=2)),
     # epoch size
     "FixedSizeData": Case(lambda _: dataflow.FixedSizeData(_lst(5), 7, keep_state=False)),
     "RepeatedData": Case(lambda _: dataflow.RepeatedData(_lst(4), 3)),

@@ -86,6 +86,9 @@ def _sized(dp: list[Any]) -> list[Any]:
 
 def _sized_len(dp: list[Any]) -> int:
     return len(dp[1])
+def _tokens(dp: list[Any]) -> dict[str, Any]:
+    """``{"tokens": ...}`` of a length from the datapoint (packing input)."""
+    return {"tokens": np.arange(dp[0] % 9 + 1) + dp[0]}
 
 
 def _three(dp: list[Any]) -> D.DataFlow:
@@ -183,6 +186,7 @@ FLOWS: dict[str, Flow] = {
     "BatchDataByShape": Flow(lambda _: D.BatchDataByShape(_lst(12).map(_sized), 2, 1, remainder=True)),
     "PaddedBatchData": Flow(lambda _: D.PaddedBatchData(_lst(10).map(_sized), 3, remainder=True)),
     "BucketByLengthData": Flow(lambda _: D.BucketByLengthData(_lst(12).map(_sized), _sized_len, [2], [2, 3])),
+    "PackData": Flow(lambda _: D.PackData(_lst(12).map(_tokens), 7, num_bins=2, overlong="split")),
     # epoch size
     "FixedSizeData": Flow(lambda _: D.FixedSizeData(_lst(5), 7)),
     "RepeatedData": Flow(lambda _: D.RepeatedData(_lst(4), 2)),
