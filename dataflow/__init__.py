@@ -40,6 +40,7 @@ from .ops._cache import CacheData
 from .ops._combine import ConcatData, JoinData, RandomChooseData, RandomMixData
 from .ops._interleave import InterleaveData
 from .ops._map import FilterData, MapData, MapDataComponent, SelectComponent
+from .ops._mix import WeightedMixData, mix
 from .ops._padded_batch import PaddedBatchData
 from .ops._repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
 from .ops._shard import ShardData
@@ -144,6 +145,7 @@ __all__ = [
     "ThreadPrefetchData",
     "WebDatasetData",
     "WebDatasetSerializer",
+    "WeightedMixData",
     "WorkerDied",
     "WorkerError",
     "__version__",
@@ -153,6 +155,7 @@ __all__ = [
     "from_hf",
     "generate_curve_keypair",
     "imgaug",
+    "mix",
     "parse_example",
     "send_dataflow_zmq",
     "set_seed",
