@@ -313,3 +313,16 @@ def test_state_for_another_number_of_flows_is_refused() -> None:
     other = D.mix(_sources([5, 5, 5]), [1, 1, 1], seed=2)
     with pytest.raises(StateError):
         other.load_state_dict(state)
+
+
+def _double(dp: Any) -> Any:
+    return (dp[0], 2 * dp[1])
+
+
+@pytest.mark.timeout(300)
+def test_resume_behind_two_process_workers_equals_uninterrupted() -> None:
+    def build() -> D.DataFlow:
+        mixed = D.mix(_sources([4, 7], shuffle=True), [1, 2], seed=4, stop="all")
+        return D.MultiProcessMapData(mixed, 2, _double, strict=True, ordered=True)
+
+    assert check_resume(build, max_cuts=6, resave_every=0) >= 6
