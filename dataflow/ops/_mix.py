@@ -11,7 +11,7 @@ import numpy as np
 from .. import _seeding as seeding
 from .._errors import StateError
 from .._state import PENDING
-from .._state_fields import field, int_field
+from .._state_fields import field, int_field, position
 from ..base import DataFlow, _check_upstream, close_iterator
 
 __all__ = ["WeightedMixData", "mix"]
@@ -42,12 +42,12 @@ class WeightedMixData(DataFlow[Any]):
     """Datapoints from several flows, each drawn from a flow chosen at random with ``weights``.
 
     **Draws.** The flow of position ``p`` of epoch ``e`` is read off one uniform number that is
-    a function of ``(seed, e, p)`` only (numbers are generated 1024 positions at a time from
-    :class:`numpy.random.SeedSequence` ``(seed, e, p // 1024)``), mapped through the weights in
-    effect at that position. The stream is therefore reproducible for a given ``seed`` (else
-    :func:`dataflow.set_seed`'s, else fresh entropy, kept by the checkpoint), and the share of
-    each flow converges to ``weight / sum(weights)``. A weight of 0 never draws its flow.
-    Weights need not sum to 1.
+    a function of ``(seed, e, p)`` only (the ``p``-th number of a PCG64 stream seeded with
+    :class:`numpy.random.SeedSequence` ``(seed, e)``, reached by ``advance`` on resume), mapped
+    through the weights in effect at that position. The stream is therefore reproducible for a
+    given ``seed`` (else :func:`dataflow.set_seed`'s, else fresh entropy, kept by the
+    checkpoint), and the share of each flow converges to ``weight / sum(weights)``. A weight
+    of 0 never draws its flow. Weights need not sum to 1.
 
     **End of an epoch** (``stop``):
 
@@ -106,8 +106,7 @@ class WeightedMixData(DataFlow[Any]):
         self._pos = 0
         self._done = [False] * len(self.flows)  # exhausted this epoch ("all")
         self._started = [False] * len(self.flows)  # has an iterator in progress
-        self.counts: list[int] = [0] * len(self.flows)
-        self._version = 0  # bumped when the weights in effect change
+        self._counts: list[int] = [0] * len(self.flows)  # up to the current block's start
 
     # -- weights ------------------------------------------------------------------------------
     def set_weights(self, weights: Sequence[float]) -> None:
@@ -116,15 +115,13 @@ class WeightedMixData(DataFlow[Any]):
         After ``load_state_dict`` (before iterating) the new weights replace the loaded ones;
         every flow goes on from its saved position."""
         self.weights = _check_weights(type(self).__name__, weights, len(self.flows))
-        self._version += 1
+        cur = self.__dict__.get("_block_it")
+        if cur is not None:  # an epoch in progress: remap what it has not read yet
+            self._redraw(position(cur, _BLOCK))
         pending = self.__dict__.get(PENDING)
         if pending is not None:  # a loaded state not applied yet: its weights are replaced
             state, live = pending
             self.__dict__[PENDING] = ({**state, "weights": list(self.weights)}, live)
-
-    def _cdf(self) -> np.ndarray:
-        w = np.array([0.0 if d else x for x, d in zip(self.weights, self._done)])
-        return np.cumsum(w)
 
     # -- iteration ----------------------------------------------------------------------------
     def reset_state(self) -> None:
@@ -141,12 +138,13 @@ class WeightedMixData(DataFlow[Any]):
         if self._base is None:
             self._base = seeding.item_seed(self._seed)
         resume = self.__dict__.pop("_resume", None)
+        self.__dict__.pop("_block_it", None)  # an abandoned epoch's
         n = len(self.flows)
         if resume is None:
             self._epochs += 1
             self._pos = 0
             self._done = [False] * n
-            self.counts = [0] * n
+            self._counts = [0] * n
             self._started = [False] * n
         itrs: list[Iterator[Any] | None] = [
             None if self._done[k] else iter(df) for k, df in enumerate(self.flows)
@@ -154,52 +152,111 @@ class WeightedMixData(DataFlow[Any]):
         self._started = [it is not None for it in itrs]
         return self._mixed(itrs, self._base, self._epochs)
 
-    def _uniforms(self, base: seeding.ItemSeed, epoch: int, block: int) -> np.ndarray:
+    def _stream(self, base: seeding.ItemSeed, epoch: int, block: int) -> np.random.Generator:
+        """The epoch's uniform numbers, from position ``block * _BLOCK`` on (one 64-bit output
+        of PCG64 per number, so seeking is ``advance``)."""
         entropy, key = base
-        seq = np.random.SeedSequence(entropy, spawn_key=(*key, epoch, block))
-        return np.random.Generator(np.random.PCG64(seq)).random(_BLOCK)
+        bits = np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=(*key, epoch)))
+        if block:
+            bits.advance(block * _BLOCK)
+        return np.random.Generator(bits)
+
+    def _redraw(self, start: int) -> bool:
+        """Map the block's numbers from ``start`` on through the weights in effect now (in
+        place: the block's live iterator reads them next); ``False``: no flow can be drawn."""
+        w = np.array([0.0 if d else x for x, d in zip(self.weights, self._done)])
+        cdf = np.cumsum(w)
+        if cdf[-1] <= 0:
+            return False
+        y = self._u[start:] * cdf[-1]
+        if len(cdf) <= 16:  # a few comparisons beat a binary search per number
+            idx = np.zeros(len(y), dtype=np.intp)
+            for c in cdf[:-1]:
+                idx += y >= c
+        else:
+            idx = np.searchsorted(cdf, y, side="right")
+        self._drawn[start:] = idx
+        self._choices[start:] = idx.tolist()
+        return True
+
+    def _position(self) -> int:
+        if "_block_it" not in self.__dict__:
+            return self._pos
+        return self._block * _BLOCK + position(self._block_it, _BLOCK)
+
+    def _after_end(self, k: int, itrs: list[Iterator[Any] | None], cur: Iterator[int], stop: str) -> Any:
+        """Flow ``k`` ran out at the block's current position: per ``stop``, the datapoint that
+        takes the position (with the block's choice there updated), or ``None``: the epoch ends."""
+        at = position(cur, _BLOCK) - 1
+        flows = self.flows
+        while True:
+            if stop == "first":
+                cur.__setstate__(at)  # type: ignore[attr-defined]  # the position was not filled
+                return None
+            if stop == "never":
+                itrs[k] = itr = iter(flows[k])
+                try:
+                    return next(itr)
+                except StopIteration:
+                    raise ValueError(
+                        f"{type(self).__name__}: flow #{k} ({type(flows[k]).__name__}) gave an "
+                        f"empty epoch; stop='never' needs every flow to give datapoints"
+                    ) from None
+            # "all": drop it; this position is drawn again among the rest
+            itrs[k] = None
+            self._started[k], self._done[k] = False, True
+            if not self._redraw(at):
+                cur.__setstate__(at)  # type: ignore[attr-defined]
+                return None
+            k = self._choices[at]
+            try:
+                return next(itrs[k])  # type: ignore[arg-type]
+            except StopIteration:
+                continue
+
+    @property
+    def counts(self) -> list[int]:
+        """How many datapoints each flow gave in the current (or last) epoch."""
+        cur = self.__dict__.get("_block_it")
+        if cur is None:
+            return list(self._counts)
+        drawn = np.bincount(self._drawn[: position(cur, _BLOCK)], minlength=len(self.flows))
+        return [int(a + b) for a, b in zip(self._counts, drawn)]
 
     def _mixed(self, itrs: list[Iterator[Any] | None], base: seeding.ItemSeed, epoch: int) -> Iterator[Any]:
-        stop, counts = self.stop, self.counts
+        stop = self.stop
+        cur: Iterator[int] | None = None
         try:
+            block, i = divmod(self._pos, _BLOCK)
+            numbers = self._stream(base, epoch, block)
             while True:
-                block, i = divmod(self._pos, _BLOCK)
-                u = self._uniforms(base, epoch, block)
-                version = -1
-                choices: list[int] = []
-                while i < _BLOCK:
-                    if version != self._version:
-                        version = self._version
-                        cdf = self._cdf()
-                        if cdf[-1] <= 0:  # "all": every flow with a weight is exhausted
-                            return
-                        choices = np.searchsorted(cdf, u * cdf[-1], side="right").tolist()
-                    k = choices[i]
-                    itr = itrs[k]
+                self._u = numbers.random(_BLOCK)
+                self._choices = choices = [0] * _BLOCK
+                self._drawn = np.zeros(_BLOCK, dtype=np.intp)
+                if not self._redraw(0):  # "all": every flow with a weight is exhausted
+                    return
+                cur = iter(choices)
+                self._block, self._block_it = block, cur
+                if i:
+                    cur.__setstate__(i)  # type: ignore[attr-defined]
+                for k in cur:
                     try:
-                        dp = next(itr)  # type: ignore[arg-type]
+                        dp = next(itrs[k])  # type: ignore[arg-type]
                     except StopIteration:
-                        if stop == "first":
+                        got = self._after_end(k, itrs, cur, stop)
+                        if got is None:
                             return
-                        if stop == "all":
-                            itrs[k] = None
-                            self._started[k] = False
-                            self._done[k] = True
-                            self._version += 1
-                            continue  # this position is drawn again among the rest
-                        itrs[k] = itr = iter(self.flows[k])
-                        try:
-                            dp = next(itr)
-                        except StopIteration:
-                            raise ValueError(
-                                f"{type(self).__name__}: flow #{k} ({type(self.flows[k]).__name__}) "
-                                f"gave an empty epoch; stop='never' needs every flow to give datapoints"
-                            ) from None
-                    i += 1
-                    self._pos += 1
-                    counts[k] += 1
+                        dp = got
                     yield dp
+                self._counts = self.counts  # the block is over: fold its draws in
+                self._pos = (block + 1) * _BLOCK
+                del self.__dict__["_block_it"]
+                block, i = block + 1, 0
         finally:
+            if cur is not None and self.__dict__.get("_block_it") is cur:  # not a later epoch's
+                self._counts = self.counts
+                self._pos = self._position()
+                del self.__dict__["_block_it"]
             for it in itrs:
                 if it is not None:
                     close_iterator(it)
@@ -218,7 +275,7 @@ class WeightedMixData(DataFlow[Any]):
         return {
             "base": [str(base[0]), list(base[1])],
             "epochs": self._epochs,
-            "position": self._pos if live else 0,
+            "position": self._position() if live else 0,
             "done": [int(d) for d in self._done] if live else [0] * len(self.flows),
             "counts": list(self.counts),
             "weights": list(self.weights),
@@ -246,10 +303,9 @@ class WeightedMixData(DataFlow[Any]):
             raise StateError(f"{stage}: state field 'weights' is corrupted: {e}") from None
         self._base = (int(base[0]), tuple(int(k) for k in base[1]))
         self._epochs = epochs
-        self.counts = [int(c) for c in counts]
+        self._counts = [int(c) for c in counts]
         if self.weights_from_state:
             self.weights = saved_weights
-        self._version += 1
         if live:
             self._pos = pos
             self._done = [bool(d) for d in done]
