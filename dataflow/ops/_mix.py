@@ -117,7 +117,11 @@ class WeightedMixData(DataFlow[Any]):
         self.weights = _check_weights(type(self).__name__, weights, len(self.flows))
         cur = self.__dict__.get("_block_it")
         if cur is not None:  # an epoch in progress: remap what it has not read yet
-            self._redraw(position(cur, _BLOCK))
+            at = position(cur, _BLOCK)
+            if not self._redraw(at):  # "all": no flow left with a weight; the epoch ends
+                end = len(self.flows)  # the index of the mixer's always-empty iterator
+                self._choices[at:] = [end] * (_BLOCK - at)
+                self._drawn[at:] = end
         pending = self.__dict__.get(PENDING)
         if pending is not None:  # a loaded state not applied yet: its weights are replaced
             state, live = pending
@@ -150,6 +154,7 @@ class WeightedMixData(DataFlow[Any]):
             None if self._done[k] else iter(df) for k, df in enumerate(self.flows)
         ]
         self._started = [it is not None for it in itrs]
+        itrs.append(iter(()))  # drawn only to end the epoch (see set_weights)
         return self._mixed(itrs, self._base, self._epochs)
 
     def _stream(self, base: seeding.ItemSeed, epoch: int, block: int) -> np.random.Generator:
@@ -190,7 +195,7 @@ class WeightedMixData(DataFlow[Any]):
         at = position(cur, _BLOCK) - 1
         flows = self.flows
         while True:
-            if stop == "first":
+            if stop == "first" or k == len(flows):
                 cur.__setstate__(at)  # type: ignore[attr-defined]  # the position was not filled
                 return None
             if stop == "never":

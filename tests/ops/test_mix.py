@@ -326,3 +326,15 @@ def test_resume_behind_two_process_workers_equals_uninterrupted() -> None:
         return D.MultiProcessMapData(mixed, 2, _double, strict=True, ordered=True)
 
     assert check_resume(build, max_cuts=6, resave_every=0) >= 6
+
+
+def test_set_weights_leaving_no_flow_with_weight_ends_an_all_epoch() -> None:
+    df = D.mix(_sources([3, 500]), [5, 1], seed=1, stop="all")
+    df.reset_state()
+    it = iter(df)
+    got = list(itertools.islice(it, 60))
+    assert df.counts[0] == 3  # "a" is exhausted by now (it had 3 datapoints at weight 5/6)
+    df.set_weights([1, 0])  # only the exhausted flow keeps a weight
+    assert list(it) == []
+    assert df.counts == [3, len(got) - 3]
+    assert _by_source(list(df)) == {"a": [0, 1, 2]}  # the next epoch with these weights
