@@ -41,6 +41,7 @@ from .ops._cache import CacheData
 from .ops._combine import ConcatData, JoinData, RandomChooseData, RandomMixData
 from .ops._interleave import InterleaveData
 from .ops._map import FilterData, MapData, MapDataComponent, SelectComponent
+from .ops._mix import WeightedMixData, mix
 from .ops._pack import PackData
 from .ops._padded_batch import PaddedBatchData
 from .ops._repeat import FixedSizeData, RepeatedData, RepeatedDataPoint, TakeData
@@ -148,6 +149,7 @@ __all__ = [
     "ThreadPrefetchData",
     "WebDatasetData",
     "WebDatasetSerializer",
+    "WeightedMixData",
     "WorkerDied",
     "WorkerError",
     "__version__",
@@ -157,6 +159,7 @@ __all__ = [
     "from_hf",
     "generate_curve_keypair",
     "imgaug",
+    "mix",
     "parse_example",
     "send_dataflow_zmq",
     "set_seed",

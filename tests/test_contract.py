@@ -251,6 +251,7 @@ FACTORIES: dict[str, Case] = {
     "JoinData": Case(_join),
     "RandomChooseData": Case(lambda _: dataflow.RandomChooseData([_lst(5), _lst(8)]), order="random"),
     "RandomMixData": Case(lambda _: dataflow.RandomMixData([_lst(5), _lst(8)]), order="multiset"),
+    "WeightedMixData": Case(lambda _: dataflow.mix([_lst(5), _lst(8)], [1, 2], stop="all"), order="multiset"),
     "InterleaveData": Case(lambda _: dataflow.InterleaveData(_lst(5), _three, cycle_length=2)),
     # data-parallel sharding
     "ShardData": Case(lambda _: dataflow.ShardData(_lst(9), 2, 1)),

@@ -200,6 +200,7 @@ FLOWS: dict[str, Flow] = {
     "JoinData": Flow(lambda _: D.JoinData([_lst(5, shuffle=False), _lst(5, seed=8)])),
     "RandomChooseData": Flow(lambda _: D.TakeData(D.RandomChooseData([_lst(4), _lst(5, seed=8)], seed=5), 8)),
     "RandomMixData": Flow(lambda _: D.RandomMixData([_lst(3), _lst(5, seed=8)], seed=5)),
+    "WeightedMixData": Flow(lambda _: D.mix([_lst(3), _lst(5, seed=8)], [2, 1], seed=5, stop="all")),
     "InterleaveData": Flow(lambda _: D.InterleaveData(_lst(6), _three, cycle_length=2, block_length=2)),
     # data-parallel sharding
     "ShardData": Flow(lambda _: D.ShardData(_lst(11), 3, 1, pad=True)),
