@@ -97,6 +97,31 @@ def test_numpy_training_example_reduces_loss() -> None:
     assert final < initial, f"training did not reduce the loss: {initial} -> {final}"
 
 
+@pytest.mark.timeout(300)
+def test_language_model_example_resumes_with_new_weights(tmp_path: Path) -> None:
+    """The issue-27 recipe: stopped at step 4 and resumed with other weights, the run gives the
+    same batches up to the stop, each corpus goes on from its saved count, and the corpus
+    weighted up gives the most documents afterwards."""
+    pytest.importorskip("torch")
+    script, ckpt = "examples/train_language_model.py", str(tmp_path / "lm.pt")
+
+    def steps(*args: str) -> list[tuple[int, str, list[int]]]:
+        proc = _run([script, "--steps", "8", *args], timeout=280)
+        assert proc.returncode == 0, f"{script} {args} failed:\n{proc.stdout}\n{proc.stderr}"
+        found = re.findall(r"^step (\d+) loss (\S+) counts \[(.*)\]$", proc.stdout, re.MULTILINE)
+        return [(int(n), loss, [int(c) for c in counts.split(",")]) for n, loss, counts in found]
+
+    whole = steps()
+    before = steps("--stop-at", "4", "--ckpt", ckpt)
+    after = steps("--resume", ckpt, "--weights", "0.1,0.1,0.8")
+    assert [s[:2] for s in before] == [s[:2] for s in whole[:4]]
+    assert [s[0] for s in after] == [5, 6, 7, 8]
+    saved, last = before[-1][2], after[-1][2]
+    assert all(a >= b for a, b in zip(last, saved)), (saved, last)  # every corpus continued
+    grown = [a - b for a, b in zip(last, saved)]
+    assert grown[2] > grown[0] and grown[2] > grown[1], grown  # books, weighted 0.8, gave the most
+
+
 # --- import hygiene ------------------------------------------------------------------------
 
 
