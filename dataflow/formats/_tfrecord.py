@@ -33,11 +33,12 @@ from .. import _seeding as seeding
 from .. import codec
 from .._errors import DataFlowNotReset, LengthUnknownError, StateError
 from .._state import checking_only
-from .._state_fields import check_file_count, int_field, offset_field
+from .._state_fields import check_file_count
 from ..base import DataFlow
 from ..sources._indexed import IndexedSource, cursor
 from ..sources._order import ShardSpec
 from ._common import FormatError, PathType, check_meta
+from ._file_state import file_position, shuffle_seed
 from ._storage import PathSpec, ShardStorage, is_remote, redact
 from ._tfrecord_io import (
     HEADER_MAGIC,
@@ -446,33 +447,12 @@ class TFRecordData(DataFlow[Any]):
         check_file_count(stage, state, len(self.paths))
         self.__dict__.pop("_resume_at", None)
         if self._shard_shuffle:
-            seed = state.get("seed")
-            if not isinstance(seed, str) or not seed.isdigit():
-                raise StateError(f"{stage}: state field 'seed' must be a decimal string, got {seed!r}")
-            epoch = int_field(stage, state, "epoch", 0)
+            seed, epoch = shuffle_seed(stage, state)
             if not checking_only():
-                self._shard_seed, self._epoch = int(seed), epoch
+                self._shard_seed, self._epoch = seed, epoch
         if not live or "file" not in state:
             return
-        resume: dict[str, Any] = {
-            "file": int_field(stage, state, "file", 0, len(self.paths)),
-            "offset": offset_field(stage, state),
-            "read": int_field(stage, state, "read", 0),
-            "yielded": int_field(stage, state, "yielded", 0) if "yielded" in state else 0,
-            "limit": None,
-        }
-        if "work" in state:
-            resume["work"] = _work_field(stage, state, len(self.paths))
-            limit = state.get("limit")
-            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-                raise StateError(f"{stage}: state field 'limit' must be an int >= 0 or None, got {limit!r}")
-            resume["limit"] = limit
-            resume["merged"] = state.get("merged") is True
-            if resume["merged"] and self._file_shard is None:
-                raise StateError(
-                    f"{stage}: this state was merged from several ranks by dataflow.checkpoint.reshard; "
-                    f"load it into a pipeline that calls .shard() right after this reader"
-                )
+        resume = file_position(stage, state, len(self.paths), self._file_shard is not None, _work_field)
         self._resume_at = resume
 
 
