@@ -7,14 +7,16 @@ it. Every loader is a random-access source (:class:`~dataflow.DataFromArrays`): 
 draws a permutation per epoch from ``self.rng`` (``seed=`` for reproducibility), and
 ``state_dict()``/``.shard()`` work by index. CIFAR's pickles are read by a restricted
 unpickler that accepts only plain data and numpy arrays; SVHN, Caltech101 and BSDS500 need
-SciPy; ``ILSVRC12`` and ``BSDS500`` need OpenCV (``pip install "dataflow-ml[datasets,image]"``).
+SciPy; ``ILSVRC12``, ``TinyImageNet``, ``Places365Standard`` and ``BSDS500`` need OpenCV
+(``pip install "dataflow-ml[datasets,image]"``).
 """
 
 from .bsds500 import BSDS500
 from .caltech101 import Caltech101Silhouettes
 from .cifar import Cifar10, Cifar100, CifarBase
-from .ilsvrc import ILSVRC12, ILSVRC12Files, ILSVRCMeta
+from .ilsvrc import ILSVRC12, ILSVRC12Files, ILSVRCMeta, TinyImageNet
 from .mnist import FashionMnist, Mnist
+from .places import Places365Standard
 from .svhn import SVHNDigit
 
 __all__ = [
@@ -28,5 +30,7 @@ __all__ = [
     "ILSVRC12Files",
     "ILSVRCMeta",
     "Mnist",
+    "Places365Standard",
     "SVHNDigit",
+    "TinyImageNet",
 ]

@@ -3,7 +3,9 @@ the real formats; where tensorpack imports, its own readers agree on the same fi
 
 from __future__ import annotations
 
+import os
 import pickle
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,17 @@ import pytest
 
 import dataflow
 from dataflow import FormatError
-from dataflow.dataset import Cifar10, Cifar100, FashionMnist, ILSVRC12Files, ILSVRCMeta, Mnist, SVHNDigit
+from dataflow.dataset import (
+    Cifar10,
+    Cifar100,
+    FashionMnist,
+    ILSVRC12Files,
+    ILSVRCMeta,
+    Mnist,
+    Places365Standard,
+    SVHNDigit,
+    TinyImageNet,
+)
 from tests.checkpoint._harness import check_resume
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "tensorpack_migration"))
@@ -216,6 +228,259 @@ def test_ilsvrc12_decodes_bgr_images(tmp_path: Path) -> None:
     df.reset_state()
     imgs = [img for img, _ in df]
     assert len(imgs) == len(w["val"]) and all(i.dtype == np.uint8 and i.shape == (44, 40, 3) for i in imgs)
+
+
+def test_ilsvrc12_training_bbox_reads_the_first_box_of_each_annotation(tmp_path: Path) -> None:
+    w = synthetic.write_ilsvrc(tmp_path)
+    imglist = ILSVRCMeta(w["meta_dir"]).get_image_list("train")
+    boxes = tmp_path / "bbox"
+    xml = (
+        "<annotation><folder>{s}</folder><filename>{f}</filename><size><width>48</width>"
+        "<height>40</height><depth>3</depth></size>{objects}</annotation>"
+    )
+    obj = (
+        "<object><name>x</name><pose>Unspecified</pose><bndbox><xmin>{}</xmin><ymin>{}</ymin>"
+        "<xmax>{}</xmax><ymax>{}</ymax></bndbox></object>"
+    )
+    first, second = imglist[0][0], imglist[1][0]  # e.g. n01440764/n01440764_0.JPEG
+    for name, objects in ((first, obj.format(3, 4, 30, 39) + obj.format(0, 0, 1, 1)), (second, "")):
+        (boxes / name).parent.mkdir(parents=True, exist_ok=True)
+        (boxes / name).with_suffix(".xml").write_text(xml.format(s="x", f=name, objects=objects))
+    got = dataflow.dataset.ILSVRC12.get_training_bbox(str(boxes), imglist)
+    assert len(got) == len(imglist) and got[1] is None and all(b is None for b in got[2:])
+    assert got[0] is not None and got[0].dtype == np.float32
+    np.testing.assert_array_equal(got[0], [3, 4, 30, 39])
+    (boxes / second).with_suffix(".xml").write_text("<annotation><object>")
+    with pytest.raises(FormatError, match=r"get_training_bbox: .*_1\.xml is not an ImageNet box annotation"):
+        dataflow.dataset.ILSVRC12.get_training_bbox(boxes, imglist)
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def _blob_proto(chw: np.ndarray, shape_field: bool = False) -> bytes:
+    """A serialized ``caffe.BlobProto`` written from caffe.proto by hand: by default as Caffe
+    wrote ``imagenet_mean.binaryproto`` (num/channels/height/width, packed float ``data``);
+    with ``shape_field``, a ``BlobShape`` (field 7, packed dims) and unpacked floats."""
+    floats = chw.astype("<f4").ravel()
+    if shape_field:
+        dims = b"".join(_varint(d) for d in (1, *chw.shape))
+        shape = _varint(1 << 3 | 2) + _varint(len(dims)) + dims
+        msg = _varint(7 << 3 | 2) + _varint(len(shape)) + shape
+        return msg + b"".join(_varint(5 << 3 | 5) + struct.pack("<f", x) for x in floats)
+    header = b"".join(_varint(n << 3) + _varint(v) for n, v in zip((1, 2, 3, 4), (1, *chw.shape)))
+    return header + _varint(5 << 3 | 2) + _varint(4 * floats.size) + floats.tobytes()
+
+
+@pytest.mark.parametrize("shape_field", [False, True])
+def test_ilsvrcmeta_per_pixel_mean_reads_the_binaryproto(tmp_path: Path, shape_field: bool) -> None:
+    w = synthetic.write_ilsvrc(tmp_path)
+    chw = np.random.default_rng(0).uniform(0, 255, (3, 12, 10)).astype(np.float32)
+    (Path(w["meta_dir"]) / "imagenet_mean.binaryproto").write_bytes(_blob_proto(chw, shape_field))
+    meta = ILSVRCMeta(w["meta_dir"])
+    mean = meta.get_per_pixel_mean()
+    assert mean.dtype == np.float32 and mean.shape == (12, 10, 3)
+    np.testing.assert_array_equal(mean, chw.transpose(1, 2, 0))
+    cv2 = pytest.importorskip("cv2")
+    resized = meta.get_per_pixel_mean((6, 8))  # (h, w), as tensorpack
+    assert resized.shape == (6, 8, 3)
+    np.testing.assert_array_equal(resized, cv2.resize(chw.transpose(1, 2, 0), (8, 6)))
+    with pytest.raises(ValueError, match="size must be"):
+        meta.get_per_pixel_mean(6)
+
+
+def test_ilsvrcmeta_per_pixel_mean_missing_or_malformed_file(tmp_path: Path) -> None:
+    w = synthetic.write_ilsvrc(tmp_path)
+    meta = ILSVRCMeta(w["meta_dir"])
+    path = Path(w["meta_dir"]) / "imagenet_mean.binaryproto"
+    with pytest.raises(FileNotFoundError) as e:
+        meta.get_per_pixel_mean()
+    assert str(path) in str(e.value)
+    assert "http://dl.caffe.berkeleyvision.org/caffe_ilsvrc12.tar.gz" in str(e.value)
+    path.write_bytes(_blob_proto(np.zeros((3, 4, 4), np.float32))[:-3])  # truncated data
+    with pytest.raises(FormatError, match="imagenet_mean.binaryproto is not a caffe BlobProto"):
+        meta.get_per_pixel_mean()
+    path.write_bytes(_blob_proto(np.zeros((1, 4, 4), np.float32)))
+    with pytest.raises(FormatError, match=r"shape \(1, 1, 4, 4\), not one 3-channel image"):
+        meta.get_per_pixel_mean()
+
+
+# -- TinyImageNet and Places365-Standard ----------------------------------------------------
+
+
+def _write_tiny_imagenet(root: Path, classes: int = 3, per_class: int = 2, val: int = 5) -> dict[str, Any]:
+    """``tiny-imagenet-200.zip`` as it unpacks: ``wnids.txt``, ``words.txt``,
+    ``train/<wnid>/{images/<wnid>_<k>.JPEG, <wnid>_boxes.txt}``, ``val/{images/val_<k>.JPEG,
+    val_annotations.txt}`` (tab-separated: file, wnid, box) and ``test/images``; 64x64 JPEGs."""
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(0)
+    wnids = [f"n{1443537 + 7 * i:08d}" for i in range(classes)]
+    (root / "test" / "images").mkdir(parents=True)
+    cv2.imwrite(str(root / "test" / "images" / "test_0.JPEG"), rng.integers(0, 256, (64, 64, 3), np.uint8))
+    (root / "wnids.txt").write_text("".join(f"{w}\n" for w in wnids[::-1]))  # not sorted, like the real one
+    (root / "words.txt").write_text("".join(f"{w}\tthing {i}, other name\n" for i, w in enumerate(wnids)))
+    train = []
+    for w in wnids:
+        (root / "train" / w / "images").mkdir(parents=True)
+        names = [f"{w}_{k}.JPEG" for k in range(per_class)]
+        for name in names:
+            path = root / "train" / w / "images" / name
+            cv2.imwrite(str(path), rng.integers(0, 256, (64, 64, 3), np.uint8))
+            train.append((str(path), wnids[::-1].index(w)))
+        (root / "train" / w / f"{w}_boxes.txt").write_text("".join(f"{n}\t0\t3\t60\t62\n" for n in names))
+    train.sort(key=lambda item: (item[1], item[0]))  # by label (wnids.txt order), then file name
+    (root / "val" / "images").mkdir(parents=True)
+    vals, lines = [], []
+    for k in range(val):
+        w = wnids[k % classes]
+        path = root / "val" / "images" / f"val_{k}.JPEG"
+        cv2.imwrite(str(path), rng.integers(0, 256, (64, 64, 3), np.uint8))
+        vals.append((str(path), wnids[::-1].index(w)))
+        lines.append(f"val_{k}.JPEG\t{w}\t1\t2\t50\t60\n")
+    (root / "val" / "val_annotations.txt").write_text("".join(lines))
+    return {"train": train, "val": vals, "wnids": wnids[::-1]}
+
+
+def _decoded(items: Any) -> list[tuple[np.ndarray, int]]:
+    import cv2
+
+    return [(cv2.imread(f, cv2.IMREAD_COLOR), c) for f, c in items]
+
+
+def _assert_same(got: list[Any], want: list[tuple[np.ndarray, int]]) -> None:
+    assert len(got) == len(want)
+    for (img, label), (ref, ref_label) in zip(got, want):
+        assert img.dtype == np.uint8 and img.shape == ref.shape
+        np.testing.assert_array_equal(img, ref)
+        assert int(label) == ref_label
+
+
+def test_tiny_imagenet_reads_train_and_val(tmp_path: Path) -> None:
+    w = _write_tiny_imagenet(tmp_path)
+    train = TinyImageNet(str(tmp_path), "train", shuffle=False)
+    train.reset_state()
+    _assert_same(list(train), _decoded(w["train"]))
+    assert list(train)[0][0].shape == (64, 64, 3)
+    val = TinyImageNet(tmp_path, "val")
+    assert not val._shuffle and TinyImageNet(tmp_path, "train")._shuffle  # tensorpack's defaults
+    val.reset_state()
+    _assert_same(list(val), _decoded(w["val"]))
+
+
+def test_tiny_imagenet_shuffles_resumes_and_shards(tmp_path: Path) -> None:
+    _write_tiny_imagenet(tmp_path)
+    assert check_resume(lambda: TinyImageNet(tmp_path, "train"), epochs=2, max_cuts=6) > 5
+    shards = [TinyImageNet(tmp_path, "val").shard(2, i, equal=False) for i in range(2)]
+    for s in shards:
+        s.reset_state()
+    assert sorted(int(lab) for s in shards for _, lab in s) == [0, 1, 1, 2, 2]
+
+
+def test_tiny_imagenet_errors_name_the_dataset_and_the_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"TinyImageNet: .*train.*tiny-imagenet-200\.zip"):
+        TinyImageNet(tmp_path, "train")
+    _write_tiny_imagenet(tmp_path)
+    with pytest.raises(ValueError, match="TinyImageNet: name must be one of 'train', 'val', got 'test'"):
+        TinyImageNet(tmp_path, "test")
+    first = (tmp_path / "wnids.txt").read_text().split()[0]
+    os.rename(tmp_path / "train" / first / "images", tmp_path / "train" / first / "imgs")
+    with pytest.raises(FileNotFoundError, match=f"TinyImageNet: .*{first}.*images.*wnids.txt"):
+        TinyImageNet(tmp_path, "train")
+    ann = tmp_path / "val" / "val_annotations.txt"
+    ann.write_text(ann.read_text() + "val_9.JPEG\tn99999999\t0\t0\t1\t1\n")
+    with pytest.raises(FormatError, match="val_annotations.txt line 6: .*n99999999"):
+        TinyImageNet(tmp_path, "val")
+    (tmp_path / "val" / "images" / "val_0.JPEG").write_bytes(b"not a jpeg")
+    ann.write_text("val_0.JPEG\t" + first + "\n")
+    df = TinyImageNet(tmp_path, "val")
+    df.reset_state()
+    with pytest.raises(FormatError, match="TinyImageNet: cannot decode the image .*val_0.JPEG"):
+        list(df)
+    (tmp_path / "wnids.txt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"wnids\.txt.*tiny-imagenet-200\.zip"):
+        TinyImageNet(tmp_path, "val")
+
+
+def _write_places(root: Path, per_class: int = 2) -> dict[str, Any]:
+    """``places365standard_easyformat.tar`` as it unpacks (``places365_standard/``):
+    ``train.txt`` / ``val.txt`` listing ``<split>/<category>/<file>.jpg`` and the 256x256 JPEGs
+    (smaller here) in those folders; category names as there (``apartment_building-outdoor``)."""
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(1)
+    categories = ["airfield", "apartment_building-outdoor", "bakery-shop"]
+    out: dict[str, Any] = {}
+    for split in ("train", "val"):
+        listed, items = [], []
+        for k in range(per_class * len(categories)):
+            cat = categories[(2 * k + 1) % len(categories)]  # not in sorted order
+            name = f"{k + 1:08d}.jpg" if split == "train" else f"Places365_val_{k + 1:08d}.jpg"
+            (root / split / cat).mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(root / split / cat / name), rng.integers(0, 256, (24, 20, 3), np.uint8))
+            listed.append(f"{split}/{cat}/{name}")
+            items.append((str(root / split / cat / name), categories.index(cat)))
+        (root / f"{split}.txt").write_text("".join(line + "\n" for line in listed))
+        out[split] = items
+    out["categories"] = categories
+    return out
+
+
+def test_places365_reads_the_easy_format(tmp_path: Path) -> None:
+    w = _write_places(tmp_path)
+    for split in ("train", "val"):
+        df = Places365Standard(str(tmp_path), split, shuffle=False)
+        df.reset_state()
+        _assert_same(list(df), _decoded(w[split]))
+        assert df.get_label_names() == w["categories"]
+    assert Places365Standard(tmp_path, "train")._shuffle and not Places365Standard(tmp_path, "val")._shuffle
+    assert check_resume(lambda: Places365Standard(tmp_path, "train"), epochs=2, max_cuts=6) > 5
+
+
+def test_places365_errors_name_the_dataset_and_the_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"Places365Standard: .*nowhere.*places365standard_easy"):
+        Places365Standard(tmp_path / "nowhere", "train")
+    with pytest.raises(FileNotFoundError, match=r"Places365Standard: .*train\.txt.*places365standard_easy"):
+        Places365Standard(tmp_path, "train")
+    _write_places(tmp_path)
+    with pytest.raises(ValueError, match="Places365Standard: name must be one of 'train', 'val'"):
+        Places365Standard(tmp_path, "test")
+    (tmp_path / "val.txt").write_text("val/airfield/x.jpg\nPlaces365_val_00000001.jpg\n")
+    with pytest.raises(FormatError, match=r"val\.txt line 2: expected 'val/<category>/<file>'"):
+        Places365Standard(tmp_path, "val")
+    (tmp_path / "val.txt").write_text("val/airfield/missing.jpg\n")
+    with pytest.raises(FileNotFoundError, match=r"missing\.jpg.*listed in val\.txt"):
+        Places365Standard(tmp_path, "val")
+
+
+@pytest.mark.framework  # tensorpack imports TensorFlow
+def test_tiny_imagenet_and_places_agree_with_tensorpacks_loaders(tmp_path: Path) -> None:
+    """tensorpack 0.11's own loaders on the same directories give the same datapoints (its
+    TinyImageNet insists on the 200 classes of the real dataset)."""
+    tp_ilsvrc, tp_places = _tensorpack("ilsvrc"), _tensorpack("places")
+    if tp_ilsvrc is None or tp_places is None:
+        pytest.skip("tensorpack's dataset loaders do not import here")
+    pytest.importorskip("cv2")
+    tiny = {"classes": 200, "per_class": 1}
+    cases = [
+        (TinyImageNet, tp_ilsvrc.TinyImageNet, tmp_path / "tiny", _write_tiny_imagenet, tiny),
+        (Places365Standard, tp_places.Places365Standard, tmp_path / "places", _write_places, {}),
+    ]
+    for ours, theirs, root, write, kwargs in cases:
+        root.mkdir()
+        write(root, **kwargs)
+        for split in ("train", "val"):
+            mine, ref = ours(str(root), split, shuffle=False), theirs(str(root), split, shuffle=False)
+            mine.reset_state()
+            ref.reset_state()
+            _assert_same(list(mine), [(img, int(label)) for img, label in ref])
+    places = str(tmp_path / "places")
+    want = tp_places.Places365Standard(places, "val").get_label_names()
+    assert Places365Standard(places, "val").get_label_names() == want
 
 
 # -- SVHN (SciPy) ---------------------------------------------------------------------------

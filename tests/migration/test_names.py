@@ -20,7 +20,8 @@ import pytest
 
 import dataflow
 
-#: tensorpack 0.11: module -> __all__ (tensorpack/dataflow/<module>.py and dataset/).
+#: tensorpack 0.11: module -> __all__ (tensorpack/dataflow/<module>.py and dataset/; a module
+#: without ``__all__``, dataset/places.py, exports its public classes).
 TENSORPACK_ALL: dict[str, list[str]] = {
     "base": ["DataFlow", "ProxyDataFlow", "RNGDataFlow", "DataFlowTerminated"],
     "common": [
@@ -46,13 +47,14 @@ TENSORPACK_ALL: dict[str, list[str]] = {
     "dataset/cifar": ["CifarBase", "Cifar10", "Cifar100"],
     "dataset/ilsvrc": ["ILSVRCMeta", "ILSVRC12", "ILSVRC12Files", "TinyImageNet"],
     "dataset/mnist": ["Mnist", "FashionMnist"],
+    "dataset/places": ["Places365Standard"],
     "dataset/svhn": ["SVHNDigit"],
 }  # fmt: skip
 
 #: Modules whose names are checked elsewhere (none: the image layer is checked here too).
 IMAGE_LAYER: set[str] = set()
 #: Names not provided, with the reason (each listed in docs/migration.rst).
-NOT_PROVIDED = {"TinyImageNet": "the TinyImageNet loader is not ported"}
+NOT_PROVIDED: dict[str, str] = {}
 
 OLD_ALIASES = {
     "PrefetchData": "MultiProcessRunner",
@@ -79,7 +81,9 @@ def _source_all(tree: ast.Module) -> list[str]:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
             if isinstance(node.value, ast.List) and node.value.elts:
                 return [ast.literal_eval(e) for e in node.value.elts]
-    return []
+    # no __all__: tensorpack's dataset/__init__ exports the module's names; its public ones are
+    # the classes and functions it defines (the rest are its imports: os, np, cv2, logger)
+    return [n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name[0] != "_"]
 
 
 def _paths(module: str) -> tuple[str, str]:
@@ -95,6 +99,15 @@ def test_frozen_lists_match_the_installed_tensorpack() -> None:
         pytest.skip("tensorpack is not installed: the frozen lists are used")
     for module, names in TENSORPACK_ALL.items():
         assert sorted(_source_all(_parse(tp / f"{module}.py"))) == sorted(names), module
+
+
+def test_frozen_lists_cover_every_module_of_the_installed_tensorpack() -> None:
+    tp = _tensorpack_dir()
+    if tp is None:
+        pytest.skip("tensorpack is not installed: the frozen lists are used")
+    modules = {p.stem for p in tp.glob("*.py")} | {f"dataset/{p.stem}" for p in (tp / "dataset").glob("*.py")}
+    modules = {m for m in modules if not m.split("/")[-1].startswith("_") and not m.endswith("_test")}
+    assert modules == set(TENSORPACK_ALL)
 
 
 _CASES = [(m, n) for m, names in TENSORPACK_ALL.items() if m not in IMAGE_LAYER for n in names]
@@ -118,14 +131,14 @@ def test_parallel_package_has_tensorpack_parallel_names() -> None:
         assert getattr(p, name) is getattr(dataflow, name)
 
 
-def _tensorpack_params(module: str, name: str) -> list[tuple[str, Any]] | None:
-    """tensorpack's (parameter, default) list of class ``name``'s __init__ (or function)."""
+def _tensorpack_params(module: str, name: str, method: str = "__init__") -> list[tuple[str, Any]] | None:
+    """tensorpack's (parameter, default) list of class ``name``'s ``method`` (or function)."""
     tp = _tensorpack_dir()
     assert tp is not None
     for node in ast.walk(_parse(tp / f"{module}.py")):
         fn: Any = None
         if isinstance(node, ast.ClassDef) and node.name == name:
-            fn = next((b for b in node.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
+            fn = next((b for b in node.body if isinstance(b, ast.FunctionDef) and b.name == method), None)
         elif isinstance(node, ast.FunctionDef) and node.name == name:
             fn = node
         if fn is not None:
@@ -166,6 +179,57 @@ def test_signature_keeps_tensorpack_parameters_and_defaults(module: str, name: s
             assert positional[i].name == param, f"{name}: parameter {i} is {positional[i].name}, not {param}"
         if default is not inspect.Parameter.empty:
             assert ours[param].default == default, f"{name}({param}=...) default differs"
+
+
+def _tensorpack_methods(module: str, name: str) -> list[str]:
+    """The public methods class ``name`` of tensorpack's ``module`` defines in its body."""
+    tp = _tensorpack_dir()
+    assert tp is not None
+    for node in ast.walk(_parse(tp / f"{module}.py")):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return [b.name for b in node.body if isinstance(b, ast.FunctionDef) and b.name[0] != "_"]
+    return []
+
+
+#: Methods tensorpack users call on the image layer whose signatures differ from its base class.
+IMGAUG_METHODS = [
+    ("imgaug/paste", "CenterPaste", "get_transform"),
+    ("imgaug/paste", "RandomPaste", "get_transform"),
+]
+_METHOD_CASES = [
+    (m, n, meth)
+    for m, names in TENSORPACK_ALL.items()
+    if m.startswith("dataset/") and _tensorpack_dir() is not None
+    for n in names
+    for meth in _tensorpack_methods(m, n)
+] + IMGAUG_METHODS
+
+
+@pytest.mark.parametrize(("module", "name", "method"), _METHOD_CASES)
+def test_method_accepts_tensorpacks_calls(module: str, name: str, method: str) -> None:
+    """Every public method of tensorpack's dataset classes (and the paste augmentors'
+    ``get_transform``) exists here and accepts the calls tensorpack's signature allows: the
+    same parameters in the same positions with the same defaults, none more required (a
+    parameter tensorpack names ``_`` ignores its value: any name is accepted here)."""
+    if _tensorpack_dir() is None:
+        pytest.skip("tensorpack is not installed: nothing to compare the signatures with")
+    theirs = _tensorpack_params(module, name, method)
+    assert theirs is not None
+    package = "dataflow.imgaug" if module.startswith("imgaug/") else _paths(module)[1]
+    cls = getattr(importlib.import_module(package), name)
+    assert hasattr(cls, method), f"{name} lacks tensorpack's method {method}"
+    static = isinstance(inspect.getattr_static(cls, method), staticmethod)
+    ours = list(inspect.signature(getattr(cls, method)).parameters.values())
+    ours = ours if static else ours[1:]  # unbound: drop self
+    positional = [p for p in ours if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    assert len(positional) >= len(theirs), f"{name}.{method} takes fewer arguments than tensorpack's"
+    for (param, default), mine in zip(theirs, positional):
+        if param != "_":
+            assert mine.name == param, f"{name}.{method}: parameter {mine.name}, tensorpack's {param}"
+        if default is not inspect.Parameter.empty:
+            assert mine.default == default, f"{name}.{method}({param}=...) default differs"
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    assert len(required) <= sum(d is inspect.Parameter.empty for _, d in theirs), f"{name}.{method}"
 
 
 @pytest.mark.parametrize("old", sorted(OLD_ALIASES))
