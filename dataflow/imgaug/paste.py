@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .base import ImageAugmentor
-from .transform import PasteTransform
+from .transform import LazyTransform, PasteTransform
 
 __all__ = ["BackgroundFiller", "CenterPaste", "ConstantBackgroundFiller", "RandomPaste"]
 
@@ -63,7 +63,13 @@ class CenterPaste(ImageAugmentor):
                 f"image {(h, w)}"
             )
 
-    def get_transform(self, img: Any) -> Any:
+    def get_transform(self, img: np.ndarray | None = None) -> Any:
+        """The paste of ``img`` (anything with ``.shape``) at the centre. Without an image
+        (``None``, or nothing: tensorpack's ``get_transform(_)`` ignored its argument), the
+        transform centres the first image ``apply_image`` gets, and uses that offset for
+        ``apply_coords`` and later images (a :class:`~dataflow.imgaug.LazyTransform`)."""
+        if img is None:
+            return LazyTransform(self.get_transform)
         self._check(img, strict=False)
         y0 = int((self.background_shape[0] - img.shape[0]) * 0.5)
         x0 = int((self.background_shape[1] - img.shape[1]) * 0.5)
@@ -74,7 +80,11 @@ class RandomPaste(CenterPaste):
     """Paste the image at a random position of a ``background_shape`` canvas, which must be
     larger than the image in both dimensions."""
 
-    def get_transform(self, img: Any) -> Any:
+    def get_transform(self, img: np.ndarray | None = None) -> Any:
+        """A paste of ``img`` at a random offset; without an image, drawn when ``apply_image``
+        first runs (as :meth:`CenterPaste.get_transform`)."""
+        if img is None:
+            return LazyTransform(self.get_transform)
         self._check(img, strict=True)
         y0 = int(self._rand_range(self.background_shape[0] - img.shape[0]))
         x0 = int(self._rand_range(self.background_shape[1] - img.shape[1]))

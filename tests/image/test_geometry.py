@@ -143,6 +143,20 @@ def test_googlenet_crop_gives_target_shape_and_falls_back() -> None:
     np.testing.assert_array_equal(t.apply_image(img), imgaug.Resize(16).augment(img))
 
 
+def test_paste_get_transform_without_an_image_binds_at_the_first_apply_image() -> None:
+    img = _img(10, 12)
+    for t in (imgaug.CenterPaste((20, 30)).get_transform(None), imgaug.CenterPaste((20, 30)).get_transform()):
+        with pytest.raises(RuntimeError, match="made when apply_image first runs"):
+            t.apply_coords(np.zeros((1, 2)))
+        out = t.apply_image(img)
+        np.testing.assert_array_equal(out, imgaug.CenterPaste((20, 30)).augment(img))
+        np.testing.assert_allclose(t.apply_coords(np.array([[0.0, 0.0]])), [[9, 5]])
+    t = imgaug.RandomPaste((20, 30)).get_transform()
+    out = t.apply_image(img)
+    x0, y0 = t.apply_coords(np.zeros((1, 2)))[0].astype(int)
+    np.testing.assert_array_equal(out[y0 : y0 + 10, x0 : x0 + 12], img)
+
+
 def test_center_and_random_paste_place_the_image_and_move_coords() -> None:
     img = _img(10, 12)
     t = imgaug.CenterPaste((20, 30)).get_transform(img)

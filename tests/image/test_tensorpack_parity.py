@@ -30,6 +30,7 @@ tensorpack 0.11 is the ``[test]`` extra's (it installs and imports with numpy 2)
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import cv2
@@ -243,6 +244,21 @@ def test_paste_matches_tensorpack_image_and_moves_coords(build: Build, kind: str
         moved = np.asarray(mine_t.apply_coords(POINTS.copy()), np.float64)
         np.testing.assert_allclose(moved - POINTS, np.broadcast_to([xs, ys], POINTS.shape), atol=1e-5)
 
+
+
+def test_center_paste_get_transform_called_as_tensorpack_callers_do() -> None:
+    """tensorpack's ``CenterPaste.get_transform(self, _)`` ignores its argument and centres the
+    image ``apply_image`` gets: callers pass ``None``, an image or a placeholder, positionally."""
+    tp = tensorpack_imgaug()
+    for kind in (U8, F32, GRAY):
+        img = _inputs(kind, 0)
+        want = tp.CenterPaste((60, 80)).get_transform(None).apply_image(img.copy())
+        for arg in (None, img, SimpleNamespace(shape=img.shape)):  # a placeholder: just a shape
+            got = ours.CenterPaste((60, 80)).get_transform(arg).apply_image(img.copy())
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+        aug = ours.AugmentorList([ours.Flip(horiz=True, prob=0.0), ours.CenterPaste((60, 80))])
+        np.testing.assert_array_equal(aug.augment(img.copy()), want)  # LazyTransform(a.get_transform)
 
 
 #: tensorpack's ``self.rng`` is a ``RandomState``; code that pins it for reproducibility
