@@ -12,7 +12,7 @@ as it does in training when the loader is faster than the step. Contenders:
 
 Every run is a fresh interpreter (a run's heap must not inflate the next one's), rounds are
 interleaved, and medians are reported. Peak memory: this process's RSS plus every child
-process's USS (its private pages), sampled every 10 ms by
+process's USS (its private pages), sampled every 50 ms by
 :class:`dataflow.tools.MemorySampler` from just before ``reset_state()`` to the end of the
 run: what ``ram_budget`` bounds. Throughput: datapoints per second over ``--items``
 datapoints after ``--warmup`` (250: the unbudgeted buffer of 200 is full by then), in the
@@ -64,7 +64,9 @@ def _one(args: argparse.Namespace) -> dict[str, float]:
     )
     step = args.step_ms / 1000
     total = 0.0
-    with MemorySampler(0.01) as sampler, df:
+    # 50 ms: a sample walks the page tables of every process (about 2.4 ms of CPU with 2
+    # workers holding 4 MB arrays), which at 10 ms took a quarter of a core from the workers
+    with MemorySampler(0.05) as sampler, df:
         df.reset_state()
         it = iter(df)
         t0 = time.perf_counter()

@@ -14,7 +14,7 @@ bottleneck; a process map's time includes its workers').
 map is rebuilt with it (see ``ram_budget`` of :class:`~dataflow.MultiProcessMapDataZMQ`:
 it bounds ``num_proc="auto"``, the shared memory and the buffer), every candidate's peak
 memory is measured while it runs (this process's RSS plus its child processes' USS, sampled
-every 20 ms by :class:`~dataflow.tools._workers.MemorySampler`), and the best is the fastest
+every 50 ms by :class:`~dataflow.tools._workers.MemorySampler`), and the best is the fastest
 candidate whose measured peak stayed within the budget (the fastest of all, flagged in the
 result, if none did). A candidate whose worker count the budget cannot hold is skipped.
 The peaks are measured, so the budget holds for the runs measured; a later run with larger
