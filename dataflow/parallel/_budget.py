@@ -54,7 +54,8 @@ import psutil
 __all__ = ["CHECK_S", "MIN_RING_BYTES", "WORKER_GUESS_BYTES", "RamBudget", "parse_bytes"]
 
 #: a worker's private memory (USS) assumed before one has been measured: a forked worker of a
-#: process with numpy and pyzmq imported measures 10-30 MiB right after start
+#: process with numpy and pyzmq imported measures 5-10 MiB after its first tasks, and more
+#: (the pages of its shared-memory ring it wrote and this process has not read yet) as it maps
 WORKER_GUESS_BYTES = 32 * 2**20
 #: the least shared memory a budget leaves for results (below it, large results travel over
 #: ZMQ, through this process's heap, which the budget cannot bound better)
