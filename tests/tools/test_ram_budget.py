@@ -151,3 +151,15 @@ def test_the_buffer_is_cut_only_while_the_measured_total_grows_over_the_budget()
     assert ram.over(120 * MiB)  # over: cut
     assert not ram.over(120 * MiB) and not ram.over(110 * MiB)  # stopped growing: no second cut
     assert ram.over(130 * MiB)  # grew again: cut again
+
+
+def test_map_and_batch_takes_a_budget_too() -> None:
+    df = D.MultiProcessMapAndBatchDataZMQ(
+        D.DataFromList([[i] for i in range(40)], shuffle=False), "auto", inc, 8, strict=True,
+        timeout=60, ram_budget=RamBudget.consumer_bytes() + 2**30,
+    )
+    with df:
+        df.reset_state()
+        got = sorted(int(v) for b in df for v in b[0])
+    assert got == list(range(1, 41))
+    assert df.ram_budget is not None and df.buffer_size >= 2 * df._workers * 8  # the floor: two batches
