@@ -98,6 +98,11 @@ SCENARIOS = [
         ["--rounds", "1", "--only", "mp_map", "--items", "60"],
         ours=lambda n: n == "auto",
     ),
+    Scenario(
+        "memory_budget",
+        "memory_budget.py",
+        ["--rounds", "1", "--items", "60", "--warmup", "10", "--mb", "1", "--budgets", "1GiB"],
+    ),
     Scenario("ray_scale", "ray_scale.py", ["--items", "60", "--rounds", "1"]),
     Scenario("tensorpack_migration", "tensorpack_migration.py", ["--rounds", "1", "--only", "cifar"]),
     Scenario(

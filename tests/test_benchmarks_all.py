@@ -191,6 +191,23 @@ def test_docs_command_writes_a_saved_output_into_the_section(tmp_path: Path) -> 
     assert doc.read_text(encoding="utf-8") == written  # untouched
 
 
+def test_memory_budget_runs_tiny_and_reports_peaks_against_the_budget() -> None:
+    """benchmarks/memory_budget.py end to end, tiny: a rate table whose rows parse with a
+    ratio against the unbudgeted run, and a peak table naming each budget."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DATAFLOW_BENCH_QUICK": "1"}
+    args = ["--rounds", "1", "--items", "30", "--warmup", "5", "--mb", "1", "--budgets", "1GiB"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "memory_budget.py"), *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rates, peaks = parse_tables(done.stdout)
+    assert [r[0] for r in rates.rows] == ["dataflow, no budget", "dataflow, ram_budget=1GiB"]
+    rows = rows_for("memory_budget", [rates], _dataflow, _before(":"))
+    assert [r.others for r in rows] == [["no budget 1.00x"], [rows[1].others[0]]]
+    assert peaks.rows[1][3] == "1,024" and peaks.rows[1][4].endswith("x")
+
+
 def test_object_store_runs_against_its_own_s3_server_and_reads_each_shard_once() -> None:
     """benchmarks/object_store.py end to end on a tiny dataset (its moto server, every
     contender, the 2-process check): its tables parse into rows against the s3fs loop, and

@@ -29,7 +29,7 @@ class MultiProcessMapAndBatchDataZMQ(MultiProcessMapDataZMQ):
     dropped. ``len`` is ``len(ds) // batch_size`` (``ceil`` with ``remainder``).
     ``buffer_size`` (default ``3 * batch_size``) counts datapoints in flight. ``num_proc`` and
     ``buffer_size`` may be ``"auto"`` as for :class:`MultiProcessMapDataZMQ` (``"auto"``
-    buffers hold at least two batches per worker).
+    buffers hold at least two batches per worker), and ``ram_budget=`` bounds them the same way.
     """
 
     _state_kind = "ParallelMapAndBatch"

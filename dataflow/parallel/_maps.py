@@ -37,6 +37,7 @@ measured numbers (:meth:`MultiProcessMapDataZMQ._judge_transport`), not switched
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -51,9 +52,10 @@ from .._errors import DataFlowNotReset, WorkerError
 from .._warn import warn
 from ..base import DataFlow
 from . import _messages as msg
+from ._budget import RamBudget
 from ._interrupts import deferred_sigint
 from ._map_base import ParallelMapBase, RngKey, TaskId
-from ._pool import DEFAULT_SHM_BYTES, ProcessPool, WorkerOptions
+from ._pool import DEFAULT_SHM_BYTES, ProcessPool, WorkerOptions, resolve_shm_bytes
 from ._worker import map_worker
 
 __all__ = [
@@ -146,6 +148,17 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         start_method, seed, timeout, shm_bytes, copy: as for
             :class:`~dataflow.MultiProcessRunnerZMQ` (results of 16 KiB and more come back
             through shared memory).
+        ram_budget: the memory this process and the workers together may hold, as bytes or
+            a string such as ``"4GiB"`` or ``"512MB"`` (``None``: no budget). It bounds
+            ``num_proc="auto"`` (a worker is assumed to need 32 MiB of its own until one is
+            measured), sizes the shared memory when ``shm_bytes`` is not given, and keeps
+            the results in flight (``buffer_size``, then a maximum) to what is left, at the
+            measured bytes per datapoint; while the map runs it measures the total (this
+            process's RSS plus the workers' USS, with psutil) four times a second and halves
+            the buffer when the total is over the budget and still growing. A budget that
+            cannot hold this process, one worker and 8 MiB of shared memory is a
+            ``ValueError``. The model, what it guarantees and what it only estimates:
+            :mod:`dataflow.parallel._budget`.
 
     ``len`` is ``len(ds)`` (an upper bound in strict mode when ``map_func`` drops some).
     An exception in ``map_func`` is raised here as the same exception type, with the
@@ -173,14 +186,22 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         shm_bytes: int | None = None,
         copy: bool = False,
         chunk: int | str = "auto",
+        ram_budget: int | str | None = None,
     ) -> None:
         stage = type(self).__name__
         options = WorkerOptions(stage, start_method, seed, timeout, shm_bytes, copy, hwm=0)
+        self.ram_budget = ram_budget
+        self._ram = None if ram_budget is None else RamBudget(stage, ram_budget)
+        consumer = self._ram.consumer_bytes() if self._ram is not None else 0
         if num_proc == "auto":
             workers = max(1, min(available_cores(), memory_bound_workers(WORKER_BYTES)))
+            if self._ram is not None:
+                workers = self._ram.workers(workers, consumer)
             logger.debug("%s: num_proc='auto' uses %d worker(s)", stage, workers)
         else:
             workers = check_int(stage, "num_proc", _not_str(stage, "num_proc", num_proc))
+            if self._ram is not None:
+                self._ram.check_workers(workers, consumer)
         self._auto_buffer = buffer_size == "auto"
         if self._auto_buffer:
             unit = chunk if isinstance(chunk, int) else 1  # a batch of a map-and-batch
@@ -197,6 +218,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._buffer_most = self.buffer_size  # buffer_size="auto": its bounds and estimate
         self._buffer_budget = DEFAULT_SHM_BYTES // 2
         self._bytes_per_item: float | None = None
+        self._ram_consumer = consumer  # ram_budget: this process's RSS at the last start
+        self._ring_bytes = 0
         # num_proc="auto" judges once whether processes pay, from seconds per datapoint (one
         # sample per task) of the map and of moving the data on both ends (CPU: waiting, or
         # being preempted, costs nothing); None once judged
@@ -214,7 +237,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
 
     # -- start and stop -------------------------------------------------------------------
     def _start(self) -> None:
-        n, options = self._workers, self.options
+        n, options = self._workers, self._budgeted_options()
         args = [(i, self.map_func, options, options.worker_seed(), self._batch_size) for i in range(n)]
         # Worker 0 now, the others when tasks wait for them (or LAZY_START_S): see the module
         # docstring. A fork blocks the consumer, so forking every worker first delays the first batch.
@@ -225,6 +248,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         self._startup_reset(n)
         self._chunk_cap = max(1, self.buffer_size // (2 * n))  # >= 2 tasks per worker
         self._probe = 2 * n if self._per_item is None else 0  # see ParallelMapBase.__init__
+        self._ring_bytes = pool.ring_bytes
         if self._auto_buffer and pool.ring_bytes:
             self._buffer_budget = pool.ring_bytes // 2  # results in flight stay in shared memory
         try:
@@ -239,6 +263,27 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         except BaseException:
             self._stop()  # a failed start leaves no worker and no shared memory behind
             raise
+        if self._ram is not None:  # worker 0 has just started: its USS is every worker's estimate
+            self._ram.measure_worker(pool.procs[0].pid)
+            self._buffer_budget = int(self._ram.results(n, self._ram_consumer, self._ring_bytes, 0))
+
+    def _budgeted_options(self) -> WorkerOptions:
+        """The workers' options; with a ``ram_budget`` and no ``shm_bytes``, the shared memory
+        is what the budget leaves (measured now: the upstream was just reset)."""
+        ram = self._ram
+        if ram is None:
+            return self.options
+        self._ram_consumer = consumer = ram.consumer_bytes()
+        automatic = resolve_shm_bytes(type(self).__name__, self.shm_bytes)
+        if self.shm_bytes is not None or not automatic:
+            return self.options
+        ring = ram.ring(self._workers, consumer, max(automatic, ram.shm_room()))
+        logger.debug(
+            "%s: ram_budget %d MiB: this process %d MiB, %d worker(s) at %d MiB, %d MiB of shared memory",
+            type(self).__name__, ram.total >> 20, consumer >> 20, self._workers,
+            ram.worker_bytes >> 20, ring >> 20,
+        )
+        return dataclasses.replace(self.options, shm_bytes=ring)
 
     def _stop(self) -> None:
         with deferred_sigint():  # bounded (stop_workers joins ~1 s): the pool is never dropped half closed
@@ -346,7 +391,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     # -- results in -----------------------------------------------------------------------
     def _receive(self) -> tuple[TaskId | None, bytes, Any]:
         tr, cost = _trace.current, self._transport
-        sizes: list[int] | None = [] if self._auto_buffer else None
+        sizes: list[int] | None = [] if self._auto_buffer or self._ram is not None else None
         t0 = time.perf_counter() if tr is not None else 0.0
         c0 = time.thread_time() if cost is not None else 0.0  # waiting costs no CPU
         worker, kind, (task_id, payload, *measured) = self._task_message(sizes)
@@ -358,6 +403,8 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             self._trace_receive(tr, worker, t0, items, measured)
         if sizes:
             self._size_buffer(items, sizes[0])
+        if self._ram is not None and self._ram.due():
+            self._check_budget()
         if cost is not None and measured and items and not self._starting:
             # not while workers start: a fork would be timed with the receive
             self._transport_seen = seen = self._transport_seen + 1
@@ -395,18 +442,43 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         est = self._bytes_per_item
         self._bytes_per_item = est = sample if est is None else est + 0.25 * (sample - est)
         n, chunk, unit = self._workers, self._chunk, self._chunk_fixed or 1
-        want = min(self._buffer_most, TASKS_PER_WORKER * chunk * n)
+        want = self._buffer_most
+        if self._auto_buffer:
+            want = min(want, TASKS_PER_WORKER * chunk * n)
+        budget: float = self._buffer_budget
+        if self._ram is not None:
+            budget = self._ram.results(n, self._ram_consumer, self._ring_bytes, est * chunk)
+            budget = min(budget, self._buffer_budget) if self._auto_buffer else budget
         if est > 0:
-            want = min(want, int(self._buffer_budget / est))
+            want = min(want, int(budget / est))
         want, cur = max(FLOOR_TASKS_PER_WORKER * n * unit, want), self.buffer_size
         if want == cur or abs(want - cur) < 0.25 * cur:
             return
         logger.debug(
             "%s: buffer_size %d -> %d datapoints (%.0f bytes per datapoint, %d MiB for results "
-            "in flight)", type(self).__name__, cur, want, est, self._buffer_budget >> 20,
+            "in flight)", type(self).__name__, cur, want, est, int(budget) >> 20,
         )
         self.buffer_size = want
         self._chunk_cap = max(1, want // (2 * n))
+
+    def _check_budget(self) -> None:
+        """``ram_budget``: measure this process and the workers; over the budget (and above
+        the last cut: see :meth:`RamBudget.over`), halve the buffer (down to two tasks per
+        worker) and keep it at most that from now on."""
+        ram, pool = self._ram, self._pool
+        if ram is None or pool is None:
+            return
+        used = ram.usage(p.pid for p in pool.procs)
+        floor = FLOOR_TASKS_PER_WORKER * self._workers * (self._chunk_fixed or 1)
+        if self.buffer_size <= floor or not ram.over(used):
+            return
+        want = max(floor, self.buffer_size // 2)
+        logger.debug(
+            "%s: %d MiB in use, over ram_budget %d MiB: buffer_size %d -> %d datapoints",
+            type(self).__name__, used >> 20, ram.total >> 20, self.buffer_size, want,
+        )
+        self.buffer_size = self._buffer_most = want
+        self._chunk_cap = max(1, want // (2 * self._workers))
 
     def _judge_transport(self, cost: _Costs) -> None:
         """``num_proc="auto"``, once: warn if the map does not pay for moving its data. Moving

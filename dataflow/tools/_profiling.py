@@ -41,6 +41,7 @@ from ._chain import (
 )
 from ._speed import epochs, format_seconds
 from ._tracing import recording, stage_proxies
+from ._workers import WorkerUsage, worker_usage
 
 __all__ = ["ProfileResult", "StageTiming", "profile"]
 
@@ -87,12 +88,15 @@ class ProfileResult:
         count: datapoints of the top stage timed.
         seconds: wall time to produce them, profiling overhead included.
         warmup: top-stage datapoints drawn, untimed, before.
+        workers: the memory (RSS, USS) and CPU of each worker process of the chain's stages,
+            measured at the end of the run; a line each in ``str()``, after the table.
     """
 
     stages: tuple[StageTiming, ...]
     count: int
     seconds: float
     warmup: int = 0
+    workers: tuple[WorkerUsage, ...] = ()
 
     @property
     def slowest(self) -> StageTiming:
@@ -115,6 +119,7 @@ class ProfileResult:
         )
         if any(s.includes_upstream for s in self.stages):
             lines.append("* includes the time of its upstream(s), which could not be timed separately")
+        lines.extend(str(w) for w in self.workers)
         return "\n".join(lines)
 
 
@@ -182,16 +187,18 @@ def _profile(
                 done += chunk
                 bar.update(chunk)
             seconds = time.perf_counter() - t
+        workers = worker_usage(df)
     finally:
         if stream is not None:
             stream.close()
         for stage, orig in reversed(installed):
             stage.ds = orig
-    return _result(chain, proxies, cost, size, seconds, warmup)
+    return _result(chain, proxies, cost, size, seconds, warmup, workers)
 
 
 def _result(
-    chain: list[Any], proxies: list[_TimedUpstream], cost: float, size: int, seconds: float, warmup: int
+    chain: list[Any], proxies: list[_TimedUpstream], cost: float, size: int, seconds: float, warmup: int,
+    workers: tuple[WorkerUsage, ...] = (),
 ) -> ProfileResult:
     own: list[float] = []
     opaque: list[bool] = []
@@ -219,4 +226,4 @@ def _result(
         )
         for k in reversed(range(n))
     )
-    return ProfileResult(stages=stages, count=size, seconds=seconds, warmup=warmup)
+    return ProfileResult(stages=stages, count=size, seconds=seconds, warmup=warmup, workers=workers)

@@ -20,6 +20,7 @@ import numpy as np
 from .._checks import check_int
 from .._progress import UNIT, check_progress, progress_bar
 from ..base import DataFlow, ProxyDataFlow, close_iterator
+from ._workers import WorkerUsage, worker_usage
 
 __all__ = ["SpeedResult", "TestDataSpeed", "epochs"]
 
@@ -52,6 +53,9 @@ class SpeedResult:
         warmup: datapoints drawn, untimed, before timing started.
         epochs: epochs started in total (warmup included); more than 1 when the flow
             ended before ``warmup + size`` datapoints and was iterated again.
+        workers: the memory and CPU of each worker process of the flow's stages, measured
+            at the end of the test (empty for a flow without workers); ``str()`` adds a line
+            per worker after the one-line summary.
     """
 
     count: int
@@ -63,6 +67,7 @@ class SpeedResult:
     latency_max: float
     warmup: int = 0
     epochs: int = 1
+    workers: tuple[WorkerUsage, ...] = ()
 
     def __str__(self) -> str:
         extra = [f"{self.warmup} warmup"] if self.warmup else []
@@ -74,7 +79,7 @@ class SpeedResult:
             f"latency p50 {format_seconds(self.latency_p50)}, "
             f"p90 {format_seconds(self.latency_p90)}, p99 {format_seconds(self.latency_p99)}, "
             f"max {format_seconds(self.latency_max)}{tail}"
-        )
+        ) + "".join(f"\n  {w}" for w in self.workers)
 
 
 class TestDataSpeed(ProxyDataFlow):
@@ -108,8 +113,8 @@ class TestDataSpeed(ProxyDataFlow):
 
     def start(self) -> SpeedResult:
         """Reset ``ds`` (unless this flow was already reset), skip ``warmup`` datapoints and
-        time ``size`` more. The iterator is closed before returning, so ``ds`` can be
-        iterated again afterwards."""
+        time ``size`` more, then measure the flow's worker processes (memory and CPU). The
+        iterator is closed before returning, so ``ds`` can be iterated again afterwards."""
         if not self._reset_called:
             self.ds.reset_state()
             self._reset_called = True
@@ -132,6 +137,7 @@ class TestDataSpeed(ProxyDataFlow):
                         bar.update(i - shown)
                         shown, next_ui = i, t + _UI_INTERVAL
                 bar.update(size - shown)
+            workers = worker_usage(self.ds)  # before the epoch's close: nothing stops them
         finally:
             stream.close()
         stamps = np.asarray(times, dtype=np.float64)
@@ -148,6 +154,7 @@ class TestDataSpeed(ProxyDataFlow):
             latency_max=float(latencies.max()),
             warmup=self.warmup,
             epochs=begun[0],
+            workers=workers,
         )
 
 
