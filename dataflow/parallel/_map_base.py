@@ -126,6 +126,9 @@ class ParallelMapBase(ProxyDataFlow):
         # a result has measured the map, tasks carry one datapoint each; filling the whole
         # buffer with them (200 messages) delayed a cheap map's first batch by tens of ms.
         self._probe = 0
+        # Tasks in flight allowed once the map is measured (0: only buffer_size bounds them);
+        # a transport that gives tasks to workers ahead of time sets it (see _fill).
+        self._task_cap = 0
         self._flight: dict[TaskId, int] = {}  # tasks sent, not received: their sizes
         self._flight_items = 0
         self._inflight = 0
@@ -358,8 +361,9 @@ class ParallelMapBase(ProxyDataFlow):
             held = self._flight_items + self._pending_items
             if held and held + size > limit:
                 return True
-            if self._probe and self._inflight >= self._probe:
-                return True  # the first result sizes the rest (see __init__)
+            cap = self._probe or self._task_cap
+            if cap and self._inflight >= cap:
+                return True  # the first result sizes the rest; then the transport's cap
             chunk = list(islice(source, size))
             if not chunk:
                 return False

@@ -38,6 +38,7 @@ measured numbers (:meth:`MultiProcessMapDataZMQ._judge_transport`), not switched
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ from ._worker import map_worker
 __all__ = [
     "AUTO_BUFFER_PER_WORKER",
     "LAZY_BUDGET_S",
+    "QUEUE_SECONDS",
     "WORKER_BYTES",
     "WORTH_SPEEDUP",
     "MultiProcessMapData",
@@ -81,6 +83,11 @@ AUTO_BUFFER_PER_WORKER = 128
 TASKS_PER_WORKER = 16
 #: ... and never fewer than this many (of ``chunk`` datapoints: a batch of a map-and-batch)
 FLOOR_TASKS_PER_WORKER = 2
+#: a slow map keeps at most this much measured work queued per worker (and at least
+#: FLOOR_TASKS_PER_WORKER tasks): a task goes to a worker when it is sent, so a worker that
+#: the OS slows down would otherwise still hold a long queue at the end of a pass while the
+#: others have nothing left to do
+QUEUE_SECONDS = 0.03
 #: memory assumed per worker process when bounding ``num_proc="auto"`` (a forked worker
 #: shares its parent's pages; this is its own heap, buffers and the map's working set)
 WORKER_BYTES = 256 * 2**20
@@ -283,6 +290,15 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         if cost is not None and self._per_item is not None and not self._starting:
             # measured once the first tasks (one datapoint each) and the workers' starts are over
             cost.sends.append((time.thread_time() - t0) / len(task[1]))
+
+    def _observe(self, items: int, busy: float) -> None:
+        """As the base class's, then bound the tasks in flight to :data:`QUEUE_SECONDS` of
+        measured work per worker (a cheap map's tasks are bounded by ``buffer_size`` first)."""
+        super()._observe(items, busy)
+        per_task = (self._per_item or 0.0) * self._chunk
+        if per_task > 0:
+            ahead = max(FLOOR_TASKS_PER_WORKER, math.ceil(QUEUE_SECONDS / per_task))
+            self._task_cap = self._workers * ahead
 
     # -- start-up placement (while some worker is not READY) -------------------------------
     def _startup_reset(self, n: int) -> None:
