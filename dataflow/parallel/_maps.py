@@ -136,7 +136,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             :data:`WORTH_SPEEDUP` times as fast as in-process) warns once, with the measured
             costs: map it in-process (``.map``) or batch first.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
-        buffer_size: datapoints in flight (bounds memory and the reorder buffer);
+        buffer_size: datapoints in flight (bounds memory and the reorder buffer; a slow
+            map, once measured, keeps fewer: at most :data:`QUEUE_SECONDS` of its work per
+            worker, and at least 2 tasks);
             ``"auto"``: 128 per worker, but no more than 16 tasks per worker (a slow map
             sends one datapoint per task: more would only queue behind a worker the OS
             pauses), and fewer for large results (as many as half the shared memory holds,
