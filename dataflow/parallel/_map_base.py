@@ -89,6 +89,8 @@ class ParallelMapBase(ProxyDataFlow):
     """Common logic of the parallel maps; see the module docstring for the semantics."""
 
     _state_kind = "ParallelMap"  # threads, processes, Ray: one state, resumable on another
+    #: ``chunk="auto"``: the work a task should hold (a transport whose tasks cost more sets more)
+    _task_seconds = TASK_SECONDS
 
     def __init__(
         self,
@@ -419,7 +421,8 @@ class ParallelMapBase(ProxyDataFlow):
     def _observe(self, items: int, busy: float) -> None:
         """A task of ``items`` datapoints kept a worker busy for ``busy`` seconds: update the
         map's time per datapoint and, with ``chunk="auto"``, the datapoints per task, so that
-        a task takes about :data:`TASK_SECONDS`, within ``[1, _chunk_cap]``."""
+        a task takes about ``_task_seconds`` (:data:`TASK_SECONDS` unless the transport
+        sets another), within ``[1, _chunk_cap]``."""
         if items <= 0 or busy < 0:
             return
         sample = busy / items
@@ -432,7 +435,8 @@ class ParallelMapBase(ProxyDataFlow):
         if self._chunk_fixed is not None:
             return  # measured all the same: the process map's start-up placement uses it
         cap = self._chunk_cap
-        want = cap if est <= TASK_SECONDS / cap else max(1, min(cap, int(TASK_SECONDS / est)))
+        task = self._task_seconds
+        want = cap if est <= task / cap else max(1, min(cap, int(task / est)))
         old = self._chunk
         if want != old and (want >= 2 * old or 2 * want <= old or want in (1, cap)):
             self._chunk = want  # hysteresis: small wobbles of the estimate change nothing

@@ -60,6 +60,7 @@ from ._worker import map_worker
 __all__ = [
     "AUTO_BUFFER_PER_WORKER",
     "LAZY_BUDGET_S",
+    "PROCESS_TASK_SECONDS",
     "QUEUE_SECONDS",
     "WORKER_BYTES",
     "WORTH_SPEEDUP",
@@ -88,6 +89,11 @@ FLOOR_TASKS_PER_WORKER = 2
 #: the OS slows down would otherwise still hold a long queue at the end of a pass while the
 #: others have nothing left to do
 QUEUE_SECONDS = 0.03
+#: ``chunk="auto"``: the work a task of a process map should hold. A task costs this process
+#: ~100-200 us of CPU (pickling, two socket operations and their I/O thread's wake-ups,
+#: bookkeeping), taken from the workers when they use every core; 10 ms keeps that to 1-2%,
+#: and the last task of a pass leaves the other workers idle for at most that long
+PROCESS_TASK_SECONDS = 0.01
 #: memory assumed per worker process when bounding ``num_proc="auto"`` (a forked worker
 #: shares its parent's pages; this is its own heap, buffers and the map's working set)
 WORKER_BYTES = 256 * 2**20
@@ -149,8 +155,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         item_rng: call ``map_func(dp, rng)`` with a generator seeded from ``(seed, epoch,
             index)``: the same randomness for a datapoint in any worker and after a resume.
         chunk: datapoints per task sent to a worker; ``"auto"`` (default) sends one at a time
-            while the map is slow and groups (up to ``buffer_size / (2 * num_proc)``) when
-            it is cheap, from the map time the workers measure (see ``dataflow.autotune``
+            while the map is slow and groups (about :data:`PROCESS_TASK_SECONDS` of work, up
+            to ``buffer_size / (2 * num_proc)``) when it is cheaper, from the map time the
+            workers measure (see ``dataflow.autotune``
             in the logging docs). Results come back grouped the same way.
         start_method, seed, timeout, shm_bytes, copy: as for
             :class:`~dataflow.MultiProcessRunnerZMQ` (results of 16 KiB and more come back
@@ -165,6 +172,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     """
 
     _batch_size = 0
+    _task_seconds = PROCESS_TASK_SECONDS
 
     def __init__(
         self,
