@@ -17,6 +17,10 @@ Contenders (each skipped with a note when its framework is missing):
 - ``prefetch_to_device``: ``prefetch_to_device(df)`` on jax's default device, waiting for each
   batch (``block_until_ready``) as a training step would;
 - ``StagingIterator(/cpu:0)``: the eager TensorFlow path, no tf.data;
+- ``floor``: tf.data's own cost for the hand-off: the flow's first 16 batches stacked once
+  into a 64-byte aligned group, handed ``len(df) / 16`` times through ``from_generator`` and
+  split by ``dataflow_to_dataset``'s ``flat_map(from_tensor_slices)``, in a ``tf.function``
+  (no flow, no Python work per batch);
 - ``by hand``: what each adapter replaces, written by hand: a ``torch.from_numpy`` loop,
   ``tf.data.Dataset.from_generator`` over a plain generator, a ``jax.device_put`` loop.
   TensorFlow and JAX copy every batch into memory they own (torch shares it), so "vs by hand"
@@ -63,7 +67,9 @@ again (``run_timed_rounds``), as the machines are shared.
 
 Targets: issue 6: >= 0.9x direct for each adapter on the ``batch`` flow; issue 13 (item 6):
 ``dataflow_to_dataset`` at most 200 µs per batch over direct, ``prefetch_to_device`` on CPU
->= 0.9x direct.
+>= 0.9x direct; issue 28 (item 3), printed under the table: ``dataflow_to_dataset`` consumed
+in a ``tf.function`` at most 1.5x the floor (its µs per batch over direct against the floor's
+µs per batch), ``prefetch_to_device + step`` at least 1.3x the plain loop into the same step.
 """
 
 from __future__ import annotations
@@ -166,6 +172,7 @@ JAX_HAND = "by hand: jax.device_put loop"
 JAX_STEP = "direct + step (numpy batches into a jitted step)"
 TF_GRAPH = "dataflow_to_dataset, consumed in a tf.function"
 TF_GRAPH_HAND = "by hand: from_generator, consumed in a tf.function"
+TF_FLOOR = "floor: pre-made aligned groups through from_generator, in a tf.function"
 
 
 SELECTED = {"torch", "tensorflow", "jax"}
@@ -228,6 +235,7 @@ def contenders(df: DataFlow, diagnostics: bool) -> list[TimedContender]:
         # Consumed inside a tf.function, as Keras's fit() does: no eager per-element cost
         out.append(timed(TF_GRAPH, _in_graph(tf, tf_ds), TF_GRAPH_HAND))
         out.append(timed(TF_GRAPH_HAND, _in_graph(tf, by_hand)))
+        out.append(timed(TF_FLOOR, _in_graph(tf, _floor_dataset(tf, df, tf_ds.element_spec))))
     if have("jax"):
         import jax
 
@@ -247,6 +255,36 @@ def contenders(df: DataFlow, diagnostics: bool) -> list[TimedContender]:
         prefetched_step = lambda: drain(prefetch_to_device(df, 2), step)  # noqa: E731
         out.append(timed("prefetch_to_device + step", prefetched_step, JAX_STEP))
     return out
+
+
+def _floor_dataset(tf: Any, df: DataFlow, signature: Any) -> Any:
+    """The hand-off with no flow and no Python work per batch: ``len(df)`` batches as groups
+    of ``GROUP_MAX``, made once (64-byte aligned, as ``dataflow_to_dataset`` hands them), through
+    ``from_generator`` and split by the same ``flat_map(from_tensor_slices)``: what tf.data
+    itself costs for this hand-off."""
+    from itertools import islice
+
+    from dataflow.adapters._aligned import AlignedPool
+    from dataflow.adapters._tf_groups import GROUP_MAX
+
+    batches = list(islice(df, GROUP_MAX))  # the flow's first batches (fewer if it is shorter)
+    pool = AlignedPool(len(batches[0]))
+    groups = []
+    for column in zip(*batches):
+        group = pool.empty((len(batches), *np.shape(column[0])), np.asarray(column[0]).dtype)
+        np.stack(column, out=group)
+        groups.append(group)
+    total, size = len(df), len(batches)
+    group_signature = tuple(tf.TensorSpec((None, *spec.shape), spec.dtype) for spec in signature)
+
+    def generator() -> Iterator[Any]:
+        for start in range(0, total, size):
+            n = min(size, total - start)
+            yield tuple(g if n == size else g[:n] for g in groups)
+
+    return tf.data.Dataset.from_generator(generator, output_signature=group_signature).flat_map(
+        lambda *group: tf.data.Dataset.from_tensor_slices(group)
+    )
 
 
 def _in_graph(tf: Any, dataset: Any) -> Callable[[], int]:
@@ -308,6 +346,30 @@ def ratio_table(results: list[Result]) -> str:
             f"| {r.median / direct:.2f}x | {vs_hand} | {extra:,.1f} | {cpu_extra} |"
         )
     return "\n".join(rows)
+
+
+def target_lines(results: list[Result]) -> list[str]:
+    """Issue 28's two CPU targets, from the medians of this run: the tf.data hand-off (in a
+    ``tf.function``) as a multiple of the floor's cost, and ``prefetch_to_device`` with a
+    jitted step against the plain loop into the same step."""
+    by_name = {r.name: r.median for r in results}
+    lines = []
+    if {"direct", TF_GRAPH, TF_FLOOR} <= by_name.keys():
+        over = (BATCH / by_name[TF_GRAPH] - BATCH / by_name["direct"]) * 1e6
+        floor = BATCH / by_name[TF_FLOOR] * 1e6
+        lines.append(
+            f"tf.data hand-off, consumed in a tf.function: dataflow_to_dataset costs {over:,.1f} µs per "
+            f"batch over direct, {over / floor:.2f}x the floor ({floor:,.1f} µs per batch: pre-made "
+            f"aligned groups through from_generator and the same split, no flow). Target (issue 28): "
+            f"<= 1.5x."
+        )
+    step = "prefetch_to_device + step"
+    if {JAX_STEP, step} <= by_name.keys():
+        lines.append(
+            f"JAX with a jitted step: prefetch_to_device + step is {by_name[step] / by_name[JAX_STEP]:.2f}x "
+            f"the plain loop into the same step. Target (issue 28): >= 1.3x."
+        )
+    return lines
 
 
 STEP = "heavy"  # the device tables' step (--step)
@@ -544,6 +606,8 @@ def measure(args: argparse.Namespace) -> None:
         versions = ", ".join(f"{m} {__import__(m).__version__}" for m in sorted(SELECTED)) or "no framework"
         print(f"### {versions}; flow: {name}\n")
         print(ratio_table(results))
+        for line in target_lines(results):
+            print(f"\n{line}")
         print(f"\n({quiet.line()})\n", flush=True)
 
 

@@ -21,7 +21,10 @@ machine with almost no messaging (``multiprocessing.Pool.map`` with one chunk pe
     python benchmarks/mp_map.py [--items 600] [--ms 4] [--rounds 5] [--cold]
     python benchmarks/mp_map.py --cheap [--items 100000] [--no-chunk1] [--threads]
 
-Target (issue 3): >= 1.9x the serial map.
+Every row is reported against the serial map and against the ceiling, which is what 2
+processes give on this machine in the same run (two processes do not always reach 2x one
+core here). Target (issue 28): dataflow >= 0.95x the ceiling (issue 3's ">= 1.9x the serial
+map" assumed a ceiling of 2x).
 
 ``--cheap`` is the other end (issue 13): a trivial map (returns its datapoint) over 100,000
 small datapoints ``[int, float32]``, where the map's own per-datapoint cost in the consumer
@@ -325,10 +328,11 @@ def main() -> None:
         f"steps) over {args.items} datapoints, {NUM_PROC} workers; {timing}; {args.rounds} rounds, "
         f"medians; {machine_line()}; {quiet.line()}\n"
     )
-    print(markdown_table(results, [SERIAL], unit="items/s"))
+    print(markdown_table(results, [SERIAL, CEILING], unit="items/s"))
     print(
-        "\nThe ratio column is the speedup over the serial map. tensorpack's map is unordered "
-        "(it has no ordered process map).\nTarget: >= 1.9x the serial map."
+        "\nThe ratio columns: the speedup over the serial map, and the fraction of what 2 processes "
+        "gave in the same run (the ceiling). tensorpack's map is unordered (it has no ordered "
+        "process map).\nTarget (issue 28): dataflow >= 0.95x the ceiling."
     )
 
 

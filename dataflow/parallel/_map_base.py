@@ -89,6 +89,8 @@ class ParallelMapBase(ProxyDataFlow):
     """Common logic of the parallel maps; see the module docstring for the semantics."""
 
     _state_kind = "ParallelMap"  # threads, processes, Ray: one state, resumable on another
+    #: ``chunk="auto"``: the work a task should hold (a transport whose tasks cost more sets more)
+    _task_seconds = TASK_SECONDS
 
     def __init__(
         self,
@@ -126,6 +128,9 @@ class ParallelMapBase(ProxyDataFlow):
         # a result has measured the map, tasks carry one datapoint each; filling the whole
         # buffer with them (200 messages) delayed a cheap map's first batch by tens of ms.
         self._probe = 0
+        # Tasks in flight allowed once the map is measured (0: only buffer_size bounds them);
+        # a transport that gives tasks to workers ahead of time sets it (see _fill).
+        self._task_cap = 0
         self._flight: dict[TaskId, int] = {}  # tasks sent, not received: their sizes
         self._flight_items = 0
         self._inflight = 0
@@ -358,8 +363,9 @@ class ParallelMapBase(ProxyDataFlow):
             held = self._flight_items + self._pending_items
             if held and held + size > limit:
                 return True
-            if self._probe and self._inflight >= self._probe:
-                return True  # the first result sizes the rest (see __init__)
+            cap = self._probe or self._task_cap
+            if cap and self._inflight >= cap:
+                return True  # the first result sizes the rest; then the transport's cap
             chunk = list(islice(source, size))
             if not chunk:
                 return False
@@ -415,7 +421,8 @@ class ParallelMapBase(ProxyDataFlow):
     def _observe(self, items: int, busy: float) -> None:
         """A task of ``items`` datapoints kept a worker busy for ``busy`` seconds: update the
         map's time per datapoint and, with ``chunk="auto"``, the datapoints per task, so that
-        a task takes about :data:`TASK_SECONDS`, within ``[1, _chunk_cap]``."""
+        a task takes about ``_task_seconds`` (:data:`TASK_SECONDS` unless the transport
+        sets another), within ``[1, _chunk_cap]``."""
         if items <= 0 or busy < 0:
             return
         sample = busy / items
@@ -428,7 +435,8 @@ class ParallelMapBase(ProxyDataFlow):
         if self._chunk_fixed is not None:
             return  # measured all the same: the process map's start-up placement uses it
         cap = self._chunk_cap
-        want = cap if est <= TASK_SECONDS / cap else max(1, min(cap, int(TASK_SECONDS / est)))
+        task = self._task_seconds
+        want = cap if est <= task / cap else max(1, min(cap, int(task / est)))
         old = self._chunk
         if want != old and (want >= 2 * old or 2 * want <= old or want in (1, cap)):
             self._chunk = want  # hysteresis: small wobbles of the estimate change nothing

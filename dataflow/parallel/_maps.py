@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -61,6 +62,8 @@ from ._worker import map_worker
 __all__ = [
     "AUTO_BUFFER_PER_WORKER",
     "LAZY_BUDGET_S",
+    "PROCESS_TASK_SECONDS",
+    "QUEUE_SECONDS",
     "WORKER_BYTES",
     "WORTH_SPEEDUP",
     "MultiProcessMapData",
@@ -83,6 +86,16 @@ AUTO_BUFFER_PER_WORKER = 128
 TASKS_PER_WORKER = 16
 #: ... and never fewer than this many (of ``chunk`` datapoints: a batch of a map-and-batch)
 FLOOR_TASKS_PER_WORKER = 2
+#: a slow map keeps at most this much measured work queued per worker (and at least
+#: FLOOR_TASKS_PER_WORKER tasks): a task goes to a worker when it is sent, so a worker that
+#: the OS slows down would otherwise still hold a long queue at the end of a pass while the
+#: others have nothing left to do
+QUEUE_SECONDS = 0.03
+#: ``chunk="auto"``: the work a task of a process map should hold. A task costs this process
+#: ~100-200 us of CPU (pickling, two socket operations and their I/O thread's wake-ups,
+#: bookkeeping), taken from the workers when they use every core; 10 ms keeps that to 1-2%,
+#: and the last task of a pass leaves the other workers idle for at most that long
+PROCESS_TASK_SECONDS = 0.01
 #: memory assumed per worker process when bounding ``num_proc="auto"`` (a forked worker
 #: shares its parent's pages; this is its own heap, buffers and the map's working set)
 WORKER_BYTES = 256 * 2**20
@@ -131,7 +144,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             :data:`WORTH_SPEEDUP` times as fast as in-process) warns once, with the measured
             costs: map it in-process (``.map``) or batch first.
         map_func: ``dp -> dp``; a ``None`` result drops the datapoint.
-        buffer_size: datapoints in flight (bounds memory and the reorder buffer);
+        buffer_size: datapoints in flight (bounds memory and the reorder buffer; a slow
+            map, once measured, keeps fewer: at most :data:`QUEUE_SECONDS` of its work per
+            worker, and at least 2 tasks);
             ``"auto"``: 128 per worker, but no more than 16 tasks per worker (a slow map
             sends one datapoint per task: more would only queue behind a worker the OS
             pauses), and fewer for large results (as many as half the shared memory holds,
@@ -142,8 +157,9 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         item_rng: call ``map_func(dp, rng)`` with a generator seeded from ``(seed, epoch,
             index)``: the same randomness for a datapoint in any worker and after a resume.
         chunk: datapoints per task sent to a worker; ``"auto"`` (default) sends one at a time
-            while the map is slow and groups (up to ``buffer_size / (2 * num_proc)``) when
-            it is cheap, from the map time the workers measure (see ``dataflow.autotune``
+            while the map is slow and groups (about :data:`PROCESS_TASK_SECONDS` of work, up
+            to ``buffer_size / (2 * num_proc)``) when it is cheaper, from the map time the
+            workers measure (see ``dataflow.autotune``
             in the logging docs). Results come back grouped the same way.
         start_method, seed, timeout, shm_bytes, copy: as for
             :class:`~dataflow.MultiProcessRunnerZMQ` (results of 16 KiB and more come back
@@ -169,6 +185,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
     """
 
     _batch_size = 0
+    _task_seconds = PROCESS_TASK_SECONDS
 
     def __init__(
         self,
@@ -328,6 +345,15 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         if cost is not None and self._per_item is not None and not self._starting:
             # measured once the first tasks (one datapoint each) and the workers' starts are over
             cost.sends.append((time.thread_time() - t0) / len(task[1]))
+
+    def _observe(self, items: int, busy: float) -> None:
+        """As the base class's, then bound the tasks in flight to :data:`QUEUE_SECONDS` of
+        measured work per worker (a cheap map's tasks are bounded by ``buffer_size`` first)."""
+        super()._observe(items, busy)
+        per_task = (self._per_item or 0.0) * self._chunk
+        if per_task > 0:
+            ahead = max(FLOOR_TASKS_PER_WORKER, math.ceil(QUEUE_SECONDS / per_task))
+            self._task_cap = self._workers * ahead
 
     # -- start-up placement (while some worker is not READY) -------------------------------
     def _startup_reset(self, n: int) -> None:

@@ -4,6 +4,7 @@ test_map_semantics.py."""
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -18,6 +19,7 @@ from dataflow import (
 )
 from dataflow.ops._batch import BatchData
 from dataflow.ops._map import MapData
+from dataflow.parallel._maps import FLOOR_TASKS_PER_WORKER, QUEUE_SECONDS
 from tests.helpers import ListFlow
 from tests.parallel import _util as u
 
@@ -61,6 +63,24 @@ def test_work_is_done_in_the_workers() -> None:
     assert [dp[0] for dp in out] == list(range(40))
     assert {dp[1] for dp in out} == set(pids)  # both workers got work
     assert df.worker_pids == []
+
+
+def _sleep_40ms(dp: list) -> list:
+    time.sleep(0.04)
+    return dp
+
+
+def test_slow_map_queues_little_work_per_worker() -> None:
+    """Once a slow map is measured, the tasks in flight stay within ``QUEUE_SECONDS`` of its
+    work per worker (at least ``FLOOR_TASKS_PER_WORKER`` tasks each), not ``buffer_size``: the
+    upstream is read only that far ahead of the results yielded (so no worker holds a long
+    queue at the end of a pass)."""
+    src = _src(16)
+    with MultiProcessMapDataZMQ(src, 2, _sleep_40ms, buffer_size=200, strict=True) as df:
+        df.reset_state()
+        ahead = [src.produced - k for k, _ in enumerate(df, 1)]
+    assert len(ahead) == 16
+    assert max(ahead) <= 2 * max(FLOOR_TASKS_PER_WORKER, math.ceil(QUEUE_SECONDS / 0.04))
 
 
 def test_numpy_results_round_trip() -> None:
