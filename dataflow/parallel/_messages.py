@@ -4,7 +4,10 @@ frames, error records.
 A message is the ZMQ multipart ``[header, pickle, descriptors?, *buffers]`` (a ROUTER socket
 puts the peer's identity in front). ``header`` is the kind (one byte, :data:`DATA`, ...) and
 the sender's worker index (two bytes), so every receive says who sent what. ``pickle`` is the
-object pickled with protocol 5; buffers of at least :data:`OOB_MIN_BYTES` (numpy arrays)
+object pickled with protocol 5; small C-contiguous numpy arrays are pickled in band by
+:class:`_Pickler` as numpy itself would pickle them (their bytes, dtype and shape; the rebuilt
+array is writable exactly when the sent one was), at about half numpy's own cost, which
+dominates a group of small batches. Buffers of at least :data:`OOB_MIN_BYTES` (numpy arrays)
 travel out of band, as separate frames or, with a shared-memory ring, as descriptors of the
 ring (see :mod:`._shm`), so the receiver's arrays view them without a copy
 (:func:`large_bytes` tells how many bytes of an object would).
@@ -23,6 +26,7 @@ worker (Python 3.11+). What cannot be rebuilt is raised as
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import traceback
@@ -30,6 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import zmq
 
 from .._errors import WorkerError
@@ -76,6 +81,38 @@ def new_endpoint(tag: str) -> str:
     return f"ipc://@dataflow-{tag}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
+def _small_array(buf: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """An array pickled by :class:`_Pickler`: what numpy's own protocol-5 rebuild gives (a
+    C-ordered view of the unpickled buffer: writable when the sent array was), in one call
+    instead of numpy's two."""
+    arr: np.ndarray[Any, Any] = np.ndarray(shape, dtype, buf)
+    return arr
+
+
+class _Pickler(pickle.Pickler):
+    """Protocol-5 pickler that reduces small C-contiguous plain numpy arrays itself, to the
+    same in-band buffer, dtype and shape as numpy's ``__reduce_ex__(5)`` but without its
+    per-array overhead (half the cost of pickling a batch of small arrays). Everything else,
+    larger arrays (out of band) included, is pickled as ``pickle.dumps`` would."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if (
+            type(obj) is np.ndarray
+            and obj.nbytes < OOB_MIN_BYTES
+            and obj.flags.c_contiguous
+            and obj.dtype.itemsize
+            and not obj.dtype.hasobject
+        ):
+            return _small_array, (pickle.PickleBuffer(obj), obj.dtype, obj.shape)  # type: ignore[arg-type]
+        return NotImplemented
+
+
+def _dumps(obj: Any, buffer_callback: Any) -> bytes:
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffer_callback).dump(obj)
+    return out.getvalue()
+
+
 def _frames(kind: bytes, worker: int, obj: Any, ring: RingWriter | None) -> tuple[list[Any], int]:
     header = kind + worker.to_bytes(2, "big")
     buffers: list[pickle.PickleBuffer] = []
@@ -86,7 +123,7 @@ def _frames(kind: bytes, worker: int, obj: Any, ring: RingWriter | None) -> tupl
         buffers.append(buf)
         return False
 
-    body = pickle.dumps(obj, protocol=5, buffer_callback=keep_large)
+    body = _dumps(obj, keep_large)
     if not buffers:
         return [header, body], len(body)
     size = len(body) + sum(buf.raw().nbytes for buf in buffers)

@@ -215,6 +215,42 @@ def test_layouts_round_trip_exactly(channel: Any, make: Any) -> None:
         assert got["a"].flags.f_contiguous  # Fortran order is kept, not just the values
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(10, dtype=np.float32),
+        lambda: np.arange(12, dtype=">i4").reshape(3, 4),  # big-endian
+        lambda: np.zeros(3, dtype=[("a", "<i4"), ("b", "f8", (2,))]),  # structured
+        lambda: np.arange(12).reshape(3, 4).T,  # not C-contiguous: numpy's own reduce
+        lambda: np.asfortranarray(np.ones((3, 4), np.int16)),
+        lambda: np.zeros((0, 10), np.float64),
+        lambda: np.array(2.5),
+        lambda: np.array(["ab", "c"]),
+        lambda: np.array([1, "x", None], dtype=object),
+        lambda: np.zeros(4, dtype="V0"),  # zero itemsize: numpy's own reduce
+    ],
+    ids=["f32", "big-endian", "structured", "transpose", "fortran", "empty", "0-d", "str", "object", "V0"],
+)
+def test_small_arrays_in_band_round_trip_like_numpys_pickle(channel: Any, make: Any) -> None:
+    """Small arrays are pickled in band by the messages' own reducer: what arrives is what
+    ``pickle.loads(pickle.dumps(...))`` gives (type, dtype, shape, order, values, writability,
+    identity of an array sent twice)."""
+    ch = channel(4 * MiB)
+    a = make()
+    frozen = make()
+    frozen.flags.writeable = False
+    got = ch.roundtrip([a, {"again": a}, frozen])
+    want = pickle.loads(pickle.dumps([a, {"again": a}, frozen], protocol=5))
+    assert ch.last_descriptors == []
+    for g, w in ((got[0], want[0]), (got[1]["again"], want[1]["again"]), (got[2], want[2])):
+        assert type(g) is type(w) is np.ndarray
+        assert (g.dtype, g.shape, g.strides) == (w.dtype, w.shape, w.strides)
+        assert g.tobytes() == w.tobytes() if g.dtype.kind != "O" else g.tolist() == w.tolist()
+        assert g.flags.writeable == w.flags.writeable
+    assert got[0] is got[1]["again"]
+    assert got[0].flags.writeable
+
+
 def test_received_views_are_writable_views_of_the_ring(channel: Any) -> None:
     ch = channel(4 * MiB)
     a = np.arange(100_000, dtype=np.float32)
