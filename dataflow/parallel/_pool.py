@@ -583,8 +583,8 @@ def stop_workers(procs: Sequence[Worker], timeout: float = 1.0) -> None:
 def _stop_late(late: list[LateWorker], timeout: float) -> None:
     """Stop the workers that worker 0 forked while it runs to reap them: a fork it was asked
     for is waited for (its pid comes soon), then they are terminated, and killed if needed."""
-    late[0].owner.wait_pids(time.monotonic() + timeout)
-    with deferred_sigint():
+    with deferred_sigint():  # bounded (about timeout s while worker 0 runs): never left half done
+        late[0].owner.wait_pids(time.monotonic() + timeout)
         for proc in late:
             proc.terminate()
         deadline = time.monotonic() + timeout
