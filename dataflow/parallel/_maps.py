@@ -219,8 +219,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
         # Worker 0 now, the others when tasks wait for them (or LAZY_START_S): see the module
         # docstring. A fork blocks the consumer, so forking every worker first delays the first batch.
         self._pool = pool = ProcessPool(
-            options, map_worker, args, {"map_func": self.map_func}, lazy=True, start_on_data=False,
-            late_by_first=True,  # a late fork by the consumer would keep its pass's order private
+            options, map_worker, args, {"map_func": self.map_func}, lazy=True, start_on_data=False
         )
         self._load = [0] * n
         self._startup_reset(n)

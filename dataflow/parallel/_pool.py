@@ -22,15 +22,12 @@ Workers connect a DEALER socket named ``w<index>`` (:func:`identity`, see
 :func:`~._worker.worker_link`), so the consumer can address each one (tasks, control
 requests) and every message says which worker sent it.
 
-With ``lazy=True`` only worker 0 is started at construction; the others are started once
-the first datapoint has reached the consumer, or once it has waited :data:`LAZY_START_S` for
-one, whichever comes first (and at once when their pids are asked for or a message is sent
-to them). Forking a large process takes tens of milliseconds per worker, during which the
-consumer can receive nothing: the first batch waits only for the worker that makes it.
-With ``late_by_first=True`` (fork start method) worker 0 forks them, not the consumer (see
-:mod:`._late_workers`): a worker forked by the consumer after the first batch would inherit
-what the consumer holds by then (an epoch's order, say) and keep it as private memory once the
-consumer writes to or frees it; worker 0 is still the copy of the consumer from before it.
+With ``lazy=True`` only worker 0 is started at construction; the others are started by the
+consumer once the first datapoint has reached it, or once it has waited
+:data:`LAZY_START_S` for one, whichever comes first (and at once when their pids are asked
+for or a message is sent to them). Forking a large process takes tens of milliseconds per
+worker, during which the consumer can receive nothing: the first batch waits only for the
+worker that makes it.
 """
 
 from __future__ import annotations
@@ -59,7 +56,6 @@ from .._checks import check_int, check_timeout
 from .._errors import WorkerDied
 from . import _messages as msg
 from ._interrupts import blocked_signals, deferred_sigint
-from ._late_workers import FORK, LateWorker, LateWorkers
 from ._shm import RingReader, unlink_all, warn_no_shm
 
 __all__ = [
@@ -68,7 +64,6 @@ __all__ = [
     "START_METHODS",
     "Pickled",
     "ProcessPool",
-    "Worker",
     "WorkerOptions",
     "bootstrap_worker",
     "check_workers",
@@ -90,9 +85,6 @@ _WATCHDOG_PERIOD = 0.5
 #: machine its exit can wait seconds for a CPU, and until it is reaped its Process object
 #: cannot be closed (it would keep two pipe descriptors open in the consumer)
 KILLED_EXIT_S = 30.0
-
-#: a worker process: forked by the consumer, or (started late) by worker 0
-Worker = BaseProcess | LateWorker
 
 
 def identity(worker: int) -> bytes:
@@ -149,9 +141,6 @@ class ProcessPool:
     ``lazy``: start worker 0 now and the others later (see the module docstring); with
     ``start_on_data=False`` the first datapoint does not start them: the owner calls
     :meth:`start_pending` when it needs them (the :data:`LAZY_START_S` bound still holds).
-    ``late_by_first``: with ``lazy`` and the fork start method, worker 0 forks the others
-    (see the module docstring); ``target`` must then answer a CONTROL message in worker 0
-    with :func:`~._late_workers.fork_late_worker`.
     """
 
     def __init__(
@@ -162,7 +151,6 @@ class ProcessPool:
         picklable: dict[str, Any],
         lazy: bool = False,
         start_on_data: bool = True,
-        late_by_first: bool = False,
     ) -> None:
         self.stage = stage = options.stage
         self.options = options
@@ -173,10 +161,7 @@ class ProcessPool:
         self._pending_until = 0.0  # lazy: start them by then at the latest
         self._got_data = False
         self._start_on_data = start_on_data
-        self.procs: list[Worker] = []
-        self._late: LateWorkers | None = None  # late_by_first: worker 0 forks the others
-        self._fork_requests: list[tuple[int, str | None]] = []  # (index, ring path) for worker 0
-        self._first_ready = False
+        self.procs: list[BaseProcess] = []
         self.rings: RingReader | None = None
         context = get_context(stage, options.start_method)
         self.start_method = context.get_start_method()
@@ -189,7 +174,6 @@ class ProcessPool:
         # interrupts here, close() (or garbage collection) releases what exists.
         owned: dict[str, Any] = {"shm_paths": []}
         self._finalizer = weakref.finalize(self, _shutdown, self.procs, owned)
-        procs = self.procs
         try:
             with deferred_sigint():
                 self.zctx = owned["zctx"] = zmq.Context()
@@ -209,16 +193,9 @@ class ProcessPool:
             paths: list[str | None] = list(self.rings.paths) if self.rings else [None] * len(worker_args)
             per_worker = [(self.endpoint, p, *a) for p, a in zip(paths, worker_args)]
             self._context, self._target = context, target
-            report_fd = None
             if lazy:
                 per_worker, self._pending = per_worker[:1], per_worker[1:]
-                if late_by_first and self._pending and self.start_method == "fork":
-                    with deferred_sigint():  # its pipe, once made, must be owned
-                        self._late = owned["late"] = LateWorkers(lambda: _first_exitcode(procs))
-                    report_fd = self._late.write_fd
-            start_workers(stage, context, target, per_worker, self.procs, report_fd)
-            if self._late is not None:
-                self._late.close_write_end()  # worker 0 has it
+            start_workers(stage, context, target, per_worker, self.procs)
             self._pending_until = time.monotonic() + LAZY_START_S
         except BaseException:
             self.close()
@@ -226,35 +203,15 @@ class ProcessPool:
 
     @property
     def pids(self) -> list[int | None]:
-        """The pids of all workers (those not started yet are started first; with
-        ``late_by_first``, once worker 0 is READY, this waits until it has forked them)."""
+        """The pids of all workers (those not started yet are started first)."""
         self.start_pending()
-        if self._late is not None and not self._fork_requests:
-            self._late.wait_pids(time.monotonic() + (self.timeout or KILLED_EXIT_S))
         return [p.pid for p in self.procs]
 
     def start_pending(self) -> None:
         """Start the workers that ``lazy=True`` left for later (nothing if none)."""
         pending, self._pending = self._pending, []
-        if not pending:
-            return
-        if self._late is None:
+        if pending:
             start_workers(self.stage, self._context, self._target, pending, self.procs)
-            return
-        for args in pending:  # (endpoint, ring path, index, ...): see __init__
-            index = len(self.procs)
-            self.procs.append(self._late.request(index))
-            self._fork_requests.append((index, args[1]))
-        self._send_fork_requests()
-
-    def _send_fork_requests(self) -> None:
-        """Ask worker 0 to fork the late workers, once it is connected (READY)."""
-        if not self._first_ready:
-            return
-        requests, self._fork_requests = self._fork_requests, []
-        for index, ring_path in requests:
-            msg.send(self.sock, msg.CONTROL, (FORK, (index, ring_path)), prefix=(identity(0),))
-            self._late.workers[index].asked = True  # type: ignore[union-attr]
 
     def check(self) -> None:
         """Raise :class:`~dataflow._errors.WorkerDied` if a worker has exited."""
@@ -267,9 +224,6 @@ class ProcessPool:
         message = msg.decode(self._recv_frames(deadline)[1:], self.rings, sizes)
         if self._pending and self._start_on_data and message[1] != msg.READY:
             self._got_data = True  # the first datapoint is out: start the others next time
-        if not self._first_ready and message[0] == 0 and message[1] == msg.READY:
-            self._first_ready = True
-            self._send_fork_requests()
         return message
 
     @property
@@ -324,15 +278,7 @@ class ProcessPool:
             self._finalizer()
 
 
-def _first_exitcode(procs: list[Worker]) -> int | None:
-    """Worker 0's exit code (``None`` while it runs; 0 once released)."""
-    try:
-        return procs[0].exitcode if procs else 0
-    except ValueError:  # closed: it was stopped and released
-        return 0
-
-
-def _shutdown(procs: list[Worker], owned: dict[str, Any]) -> None:
+def _shutdown(procs: list[BaseProcess], owned: dict[str, Any]) -> None:
     """Release everything; each release runs even if an earlier one fails (the first
     exception goes on)."""
     try:
@@ -348,13 +294,9 @@ def _shutdown(procs: list[Worker], owned: dict[str, Any]) -> None:
                     with blocked_signals():  # a signal inside libzmq's term leaves it half done
                         owned["zctx"].destroy(linger=0)  # closes any socket left open, then terms
             finally:
-                try:
-                    if owned.get("rings") is not None:
-                        owned["rings"].close()
-                    unlink_all(owned["shm_paths"])
-                finally:
-                    if owned.get("late") is not None:
-                        owned["late"].close()
+                if owned.get("rings") is not None:
+                    owned["rings"].close()
+                unlink_all(owned["shm_paths"])
 
 
 def resolve_shm_bytes(stage: str, shm_bytes: int | None) -> int:
@@ -421,12 +363,9 @@ def start_workers(
     context: BaseContext,
     target: Callable[..., None],
     args_per_worker: Sequence[tuple[Any, ...]],
-    into: list[Worker] | None = None,
-    report_fd: int | None = None,
-) -> list[Worker]:
-    """Start one daemon process per argument tuple; each calls ``target(parent, *args)``
-    (``parent``: the consumer's pid, whether this is its main thread, and ``report_fd``, the
-    pipe on which worker 0 reports the workers it forks, if any).
+    into: list[BaseProcess] | None = None,
+) -> list[BaseProcess]:
+    """Start one daemon process per argument tuple; each calls ``target(*args)``.
 
     ``target`` must call :func:`bootstrap_worker` first. Refuses to run inside a worker
     process of another runner (daemon processes cannot have children). Each process is
@@ -439,10 +378,8 @@ def start_workers(
             f"process runner. Use threads inside (MultiThreadMapData / MultiThreadRunner), "
             f"or move this stage out of the outer runner"
         )
-    parent: tuple[Any, ...] = (os.getpid(), threading.current_thread() is threading.main_thread())
-    if report_fd is not None:
-        parent += (report_fd,)
-    procs: list[Worker] = [] if into is None else into
+    parent = (os.getpid(), threading.current_thread() is threading.main_thread())
+    procs: list[BaseProcess] = [] if into is None else into
     first = len(procs)
     try:
         for args in args_per_worker:
@@ -456,17 +393,16 @@ def start_workers(
     return procs[first:]
 
 
-def _started(proc: Worker) -> bool:
+def _started(proc: BaseProcess) -> bool:
     try:
         return proc.pid is not None
     except ValueError:  # closed: it was started and released
         return False
 
 
-def bootstrap_worker(parent: tuple[Any, ...]) -> None:
-    """First call in every worker: ignore SIGINT, die with the parent (for a worker that
-    worker 0 forked: with worker 0, and with the consumer)."""
-    parent_pid, use_pdeathsig = parent[:2]
+def bootstrap_worker(parent: tuple[int, bool]) -> None:
+    """First call in every worker: ignore SIGINT, die with the parent."""
+    parent_pid, use_pdeathsig = parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if use_pdeathsig and sys.platform.startswith("linux"):
         try:
@@ -504,7 +440,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def check_workers(stage: str, procs: Sequence[Worker], start_method: str = "fork") -> None:
+def check_workers(stage: str, procs: Sequence[BaseProcess], start_method: str = "fork") -> None:
     """Raise :class:`WorkerDied` if any worker has exited (they only exit when told to)."""
     for i, proc in enumerate(procs):
         code = proc.exitcode
@@ -544,20 +480,15 @@ def _unguarded_main() -> str | None:
     return str(path)
 
 
-def stop_workers(procs: Sequence[Worker], timeout: float = 1.0) -> None:
+def stop_workers(procs: Sequence[BaseProcess], timeout: float = 1.0) -> None:
     """Terminate, join (up to ``timeout`` s), kill if needed, and release every process
-    (its pipes included: each is reaped, then closed). Workers that worker 0 forked go first,
-    so that worker 0 reaps them.
+    (its pipes included: each is reaped, then closed).
 
     Interrupt-safe: if a join is interrupted (Ctrl-C), every process still running is
     killed before the exception goes on, so no worker outlives a ``close()``. The kill and
     release hold Ctrl-C back: multiprocessing forgets a process's pipes *before* it closes
     them, so an interrupt in between would leak them for good."""
-    late = [p for p in procs if isinstance(p, LateWorker)]
-    if late:
-        _stop_late(late, timeout)
-    # a start interrupted before fork left nothing
-    procs = [p for p in procs if not isinstance(p, LateWorker) and _started(p)]
+    procs = [p for p in procs if _started(p)]  # a start interrupted before fork left nothing
     try:
         for proc in procs:
             if proc.exitcode is None:
@@ -578,19 +509,3 @@ def stop_workers(procs: Sequence[Worker], timeout: float = 1.0) -> None:
                     proc.close()
                 except ValueError:  # closed already, or still running after SIGKILL
                     pass
-
-
-def _stop_late(late: list[LateWorker], timeout: float) -> None:
-    """Stop the workers that worker 0 forked while it runs to reap them: a fork it was asked
-    for is waited for (its pid comes soon), then they are terminated, and killed if needed."""
-    with deferred_sigint():  # bounded (about timeout s while worker 0 runs): never left half done
-        late[0].owner.wait_pids(time.monotonic() + timeout)
-        for proc in late:
-            proc.terminate()
-        deadline = time.monotonic() + timeout
-        for proc in late:
-            proc.join(max(0.0, deadline - time.monotonic()))
-        for proc in late:
-            if proc.exitcode is None:
-                proc.kill()
-                proc.join(KILLED_EXIT_S)

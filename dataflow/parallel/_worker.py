@@ -30,7 +30,6 @@ from ..base import DataFlow
 from ..ops._stack import collate
 from . import _messages as msg
 from . import _slot_batch
-from ._late_workers import fork_late_worker
 from ._map_base import apply_map
 from ._pool import Pickled, WorkerOptions, bootstrap_worker, identity
 from ._shm import RingWriter
@@ -72,7 +71,7 @@ class WorkerLink:
 
 
 def worker_link(
-    parent: tuple[Any, ...],
+    parent: tuple[int, bool],
     endpoint: str,
     ring_path: str | None,
     index: int,
@@ -97,7 +96,7 @@ def worker_link(
 
 
 def map_worker(
-    parent: tuple[Any, ...],
+    parent: tuple[int, bool],
     endpoint: str,
     ring_path: str | None,
     index: int,
@@ -117,16 +116,11 @@ def map_worker(
     stage = options.stage
     clock, cpu = time.perf_counter, time.process_time  # process: libzmq's I/O thread counts
     moved = -1.0  # CPU seconds per datapoint spent receiving the last task and sending its result
-    late = (map_func, options, seed, batch_size)  # what a worker that worker 0 forks runs with
     while True:
         task_id = None
         try:
             c0 = cpu()  # waiting for a task costs no CPU
-            _, kind, body = msg.recv(link.sock)
-            if kind == msg.CONTROL:  # worker 0: fork a worker started late (see _late_workers)
-                fork_late_worker(parent, body, lambda ring, i: map_worker(parent, endpoint, ring, i, *late))
-                continue
-            task_id, chunk, rng_key = body
+            _, _, (task_id, chunk, rng_key) = msg.recv(link.sock)
             c1, t0 = cpu(), clock()
             out = apply_map(map_func, chunk, rng_key)
             busy = clock() - t0  # the consumer's chunk tuning sizes later tasks from it (t0: traces)
