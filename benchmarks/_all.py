@@ -78,6 +78,7 @@ SCENARIOS = [
          "--no-variants", "--max-foreign", "99"],  # its own wait for a quiet machine: not in quick runs
     ),
     Scenario("ttfb", "ttfb.py", ["--rounds", "3"]),
+    Scenario("cow_memory", "cow_memory.py", ["--items", "20000", "--rounds", "1"]),
     Scenario("remote", "remote.py", ["--rounds", "2", "--scale", "0.1"]),
     Scenario("formats_read", "formats_read.py", ["--size", "500", "--rounds", "3"]),
     Scenario("formats_save", "formats_save.py", ["--size", "50", "--rounds", "2"]),

@@ -238,3 +238,26 @@ def test_object_store_runs_against_its_own_s3_server_and_reads_each_shard_once()
     ranks = [r for name, r in by_name.items() if "2 processes" in name]
     assert len(ranks) == 2 and all(r[3] == "1.000x" and r[0].endswith(", 4/4 records") for r in ranks)
     assert "Hugging Face datasets streaming: skipping" in done.stderr
+
+
+def test_cow_memory_runs_tiny_and_measures_every_worker_alive_at_the_end() -> None:
+    """benchmarks/cow_memory.py end to end on a small list: both contenders' rounds run in
+    their own processes, every worker (ours started late included) is measured, and the time
+    to first batch parses into a row against torch."""
+    pytest.importorskip("torch")
+    pytest.importorskip("psutil")
+    [scenario] = [s for s in SCENARIOS if s.name == "cow_memory"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DATAFLOW_BENCH_QUICK": "1"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cow_memory.py"), "--items", "5000", "--rounds", "1"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=170,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    tables = parse_tables(done.stdout)
+    [memory] = [t for t in tables if t.section.startswith("workers' memory")]
+    workers = {r[0]: r[1] for r in memory.rows}
+    assert workers == {"dataflow map_and_batch": "2", "torch DataLoader": "2"}
+    rows = {r.scenario: r for r in rows_for("cow_memory", tables, scenario.ours, scenario.section)}
+    assert set(rows) == {"cow_memory workers' memory over the pass", "cow_memory time to first batch"}
+    row = rows["cow_memory time to first batch"]
+    assert row.contender == "dataflow map_and_batch" and row.peers["torch"].endswith("x")
