@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..adapters._require import require
+from ..sources._indexed import Order
 from ..sources._memory import DataFromArrays
 from ._blobproto import decode_blob_proto
 from ._images import decoded
@@ -146,7 +147,7 @@ class ILSVRC12(ILSVRC12Files):
     (``pip install "dataflow-ml[image]"``). An undecodable file raises :class:`FormatError`
     naming it (tensorpack asserted)."""
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         items, cur, probe = super()._open(order, start)
         return decoded(type(self).__name__, items), cur, probe
 
@@ -239,6 +240,6 @@ class TinyImageNet(DataFromArrays):
                 raise FileNotFoundError(f"{stage}: {fname!r}, listed in val_annotations.txt, does not exist")
         return out
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         items, cur, probe = super()._open(order, start)
         return decoded(type(self).__name__, items), cur, probe

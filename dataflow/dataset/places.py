@@ -4,11 +4,12 @@ the 256x256 images): :class:`Places365Standard`."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from ..sources._indexed import Order
 from ..sources._memory import DataFromArrays
 from ._images import decoded
 from ._paths import FormatError, check_choice, missing, require_file
@@ -67,6 +68,6 @@ class Places365Standard(DataFromArrays):
         """The name of each class, indexed by label."""
         return list(self._labels)
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         items, cur, probe = super()._open(order, start)
         return decoded(type(self).__name__, items), cur, probe

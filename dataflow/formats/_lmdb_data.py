@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from itertools import chain
 from typing import Any
 
 from .. import codec
 from .._errors import DataFlowNotReset
-from ..sources._indexed import IndexedSource, cursor
+from ..sources._indexed import IndexedSource, Order, cursor
 from ._common import FormatError, PathType, check_meta, fspath
 from ._lmdb_env import SharedEnv, import_lmdb
 from ._lmdb_layout import _META_KEYS, FORMAT_VERSION, META_KEY, TENSORPACK_KEYS, data_key
@@ -164,12 +163,11 @@ class LMDBData(IndexedSource[Any]):
             self._keys = self._find_keys(env)
         return self._keys
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         env = self._env
         if env is None:
             raise DataFlowNotReset(f"{self._stage} was iterated before reset_state()")
-        cur, probe = cursor(order, start)
-        positions = cur if probe is cur else chain(cur, probe)  # the probe ends with the epoch
+        cur, probe, positions = cursor(order, start)  # the probe ends with the epoch
         whole = range(self._num_items())
         if not self._shuffle and isinstance(order, range) and order == whole:  # read in key order
             items = self._in_key_order(env, positions, start)

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from itertools import accumulate, chain
+from itertools import accumulate
 from typing import IO, Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from .._errors import DataFlowNotReset, LengthUnknownError, StateError
 from .._state import checking_only
 from .._state_fields import check_file_count
 from ..base import DataFlow
-from ..sources._indexed import IndexedSource, cursor
+from ..sources._indexed import IndexedSource, Order, cursor
 from ..sources._order import ShardSpec
 from ._common import FormatError, PathType, check_meta
 from ._file_state import file_position, shuffle_seed
@@ -570,11 +570,10 @@ class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):
             self._load_offsets()
         return self._starts[-1]
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         if self._offsets is None or "_decode_fn" not in self.__dict__:
             raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        cur, probe = cursor(order, start)
-        positions = cur if probe is cur else chain(cur, probe)
+        cur, probe, positions = cursor(order, start)
         return self._read(positions), cur, probe
 
     def _read(self, indices: Iterator[int]) -> Iterator[Any]:

@@ -4,8 +4,7 @@ a :class:`~._hf_stream.DataFromHFIterable`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import chain
+from collections.abc import Iterator
 from operator import itemgetter
 from typing import Any
 
@@ -13,7 +12,7 @@ import numpy as np
 
 from ._hf_rows import check_format, hf_kind, table_rows
 from ._hf_stream import DataFromHFIterable
-from ._indexed import IndexedSource, cursor
+from ._indexed import IndexedSource, Order, cursor
 
 __all__ = ["DataFromHF", "from_hf"]
 
@@ -84,14 +83,13 @@ class DataFromHF(IndexedSource[dict[str, Any]]):
     def _getter(self) -> Any:
         return lambda i: next(self._rows([i], 0))
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         # The cursor is advanced once per row delivered (zip pulls it first, then the row),
         # while the rows come from blocks read ahead of it: the state's position stays exact.
-        cur, probe = cursor(order, start)
-        lead = cur if probe is cur else chain(cur, probe)
+        cur, probe, lead = cursor(order, start)
         return map(itemgetter(1), zip(lead, self._rows(order, start))), cur, probe
 
-    def _rows(self, order: Sequence[int], start: int) -> Iterator[dict[str, Any]]:
+    def _rows(self, order: Order, start: int) -> Iterator[dict[str, Any]]:
         """The rows at ``order[start:]``, read block by block."""
         from datasets.formatting import get_formatter
 

@@ -8,13 +8,24 @@ Checkpointing costs nothing per datapoint: the epoch is iterated through a ``lis
 iterator whose position CPython can report, so the state is ``(epoch, position)`` plus the RNG
 state at the epoch's start (to draw the same permutation again). Resuming at position 10
 million sets that iterator's index: no datapoint is read again.
+
+The order of an epoch of up to :data:`LIST_ORDER_MAX` indices is a ``list`` of them; a longer
+one stays an int64 array (8 bytes an index instead of ~40 as Python ints) in memory that
+processes forked later do not inherit (``MADV_DONTFORK`` on Linux). A worker forked after the
+epoch began (a process map starts its others after the first batch) would otherwise share
+the order's pages with this process only, and own a private copy of each page this process
+then writes or frees: the whole order, for the worker's life. Such a worker never reads this
+process's order; an epoch is continued only by the process that began it.
 """
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
+
+import numpy as np
 
 from .._errors import StateError
 from .._fluent import T_co
@@ -22,7 +33,13 @@ from .._state_fields import exhausted, field, int_field, plain_rng_state, positi
 from ..base import RNGDataFlow
 from ._order import Level, ShardSpec, epoch_order, shard_length
 
-__all__ = ["IndexedSource", "cursor"]
+__all__ = ["LIST_ORDER_MAX", "IndexedSource", "Order", "cursor"]
+
+#: the indices an epoch visits, in order: a ``range``, a ``list`` or an int64 array (see above)
+Order = Sequence[int] | np.ndarray
+
+#: an epoch's order of more indices than this is held as an array, not a list (see above)
+LIST_ORDER_MAX = 1 << 15
 
 
 class IndexedSource(RNGDataFlow[T_co]):
@@ -48,12 +65,12 @@ class IndexedSource(RNGDataFlow[T_co]):
         """``index -> datapoint``."""
         raise NotImplementedError
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         """``(datapoints, cursor, probe)`` for ``order`` from position ``start``: ``cursor`` is
         the ``list``/``range`` iterator over ``order`` the datapoints are drawn from, ``probe``
         a list iterator that is exhausted exactly when the datapoints are (see :func:`cursor`)."""
-        cur, probe = cursor(order, start)
-        return map(self._getter(), probe if probe is cur else chain(cur, probe)), cur, probe
+        cur, probe, indices = cursor(order, start)
+        return map(self._getter(), indices), cur, probe
 
     def __len__(self) -> int:
         return shard_length(self._num_items(), self._shard)
@@ -78,7 +95,8 @@ class IndexedSource(RNGDataFlow[T_co]):
         self._epoch_rng = None if rng is None else rng.bit_generator.state  # resumed: just loaded
         total = self._num_items()
         perm = None if rng is None else rng.permutation(total)
-        order = epoch_order(total, perm, self._shard, self._chain)
+        order = _held(epoch_order(total, perm, self._shard, self._chain))
+        del perm  # a large order was copied where forked workers do not inherit it
         items, self._cursor, self._probe = self._open(order, min(start, len(order)))
         self._order_len = len(order)
         return items
@@ -141,14 +159,40 @@ class IndexedSource(RNGDataFlow[T_co]):
             self._load_rng(field(stage, state, "epoch_rng", dict))
 
 
-def cursor(order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[Any]]:
-    """``(cursor, probe)`` over ``order`` from ``start``. A list iterator shows when it is
-    exhausted, so it is its own probe; a range iterator does not, so it gets an empty list
-    iterator to chain behind it, which is exhausted right after it."""
+def cursor(order: Order, start: int) -> tuple[Iterator[Any], Iterator[Any], Iterator[int]]:
+    """``(cursor, probe, indices)`` over ``order`` from ``start``: ``indices`` yields the
+    indices; ``cursor`` is the ``list``/``range`` iterator whose position is the number
+    yielded (:func:`~dataflow._state_fields.position`); ``probe`` an iterator exhausted
+    exactly when ``indices`` is (:func:`~dataflow._state_fields.exhausted`). A list iterator
+    shows when it is exhausted, so for a list all three are one iterator; a range iterator
+    does not, so it gets an empty list iterator to chain behind it; an array is walked by a
+    range iterator over its positions."""
+    if isinstance(order, np.ndarray):
+        positions, probe = cursor(range(len(order)), start)[:2]
+        return positions, probe, map(order.item, chain(positions, probe))
     cur = iter(order)
     if start:
         cur.__setstate__(start)  # type: ignore[attr-defined]
-    return (cur, cur) if not isinstance(order, range) else (cur, iter([]))
+    if not isinstance(order, range):
+        return cur, cur, cur
+    probe = iter([])
+    return cur, probe, chain(cur, probe)
+
+
+def _held(order: range | np.ndarray) -> Order:
+    """``order`` as an epoch holds it (see the module docstring): a ``range`` as is, a short
+    array as a ``list``, a long one copied into memory that forked processes do not inherit."""
+    if isinstance(order, range):
+        return order
+    if len(order) <= LIST_ORDER_MAX:
+        return order.tolist()  # type: ignore[no-any-return]
+    if not hasattr(mmap, "MADV_DONTFORK"):  # pragma: no cover - not Linux
+        return order
+    memory = mmap.mmap(-1, 8 * len(order))
+    memory.madvise(mmap.MADV_DONTFORK)
+    held = np.frombuffer(memory, dtype=np.int64, count=len(order))  # keeps ``memory`` alive
+    np.copyto(held, order, casting="same_kind")
+    return held
 
 
 def _level(stage: str, level: Any) -> Level:

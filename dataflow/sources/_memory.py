@@ -5,13 +5,12 @@ order or shuffled, exact and free checkpoints, index-based sharding."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from .._fluent import T_co
-from ._indexed import IndexedSource, cursor
+from ._indexed import IndexedSource, Order, cursor
 
 __all__ = ["DataFromArrays", "DataFromList", "is_int"]
 
@@ -53,9 +52,9 @@ class DataFromList(IndexedSource[T_co]):
     def _getter(self) -> Callable[[int], Any]:
         return self.lst.__getitem__
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         lst = self.lst
-        if type(lst) in (list, tuple) and order == range(len(lst)):
+        if type(lst) in (list, tuple) and isinstance(order, range) and order == range(len(lst)):
             cur: Iterator[Any] = iter(lst)  # the fastest epoch there is: no index, no call per datapoint
             if start:
                 cur.__setstate__(start)  # type: ignore[attr-defined]
@@ -118,14 +117,13 @@ class DataFromArrays(IndexedSource[Any]):
         cols = list(self._keys) if self._keys is not None else len(self._cols)
         return {"rows": self._n, "columns": cols, **super()._repr_args()}
 
-    def _open(self, order: Sequence[int], start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
         # C-level iterators only: no per-row Python frame. Every column draws from its own
         # cursor over the same order, in lockstep; the first one reports the position.
-        first, probe = cursor(order, start)
-        lead = first if probe is first else chain(first, probe)
+        first, probe, lead = cursor(order, start)
         if self._keys is None:
             columns = [map(self._cols[0].__getitem__, lead)]
-            columns += [map(col.__getitem__, cursor(order, start)[0]) for col in self._cols[1:]]
+            columns += [map(col.__getitem__, cursor(order, start)[2]) for col in self._cols[1:]]
             return map(list, zip(*columns)), first, probe
         return self._dicts(lead), first, probe
 

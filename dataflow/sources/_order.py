@@ -79,18 +79,16 @@ def epoch_order(
     perm: np.ndarray | None,
     spec: ShardSpec | None,
     chain: Sequence[Level] = (),
-) -> Sequence[int]:
-    """The indices one epoch visits, as a ``range`` (cheap, no allocation) or a ``list``."""
+) -> range | np.ndarray:
+    """The indices one epoch visits, as a ``range`` (cheap, no allocation) or an int64 array."""
     if not chain:
         if spec is None:
-            return range(total) if perm is None else perm.tolist()
+            return range(total) if perm is None else perm
         positions = _slice(total, spec)
-        if perm is None:
-            return positions if isinstance(positions, range) else positions.tolist()
-        return perm[positions].tolist() if isinstance(positions, np.ndarray) else perm[  # type: ignore[no-any-return]
-            positions.start : positions.stop : positions.step
-        ].tolist()
+        if isinstance(positions, range):
+            return positions if perm is None else perm[positions.start : positions.stop : positions.step]
+        return positions if perm is None else perm[positions]
     left = remaining_positions(total, chain)
     if spec is not None:
         left = left[np.asarray(_slice(len(left), spec), dtype=np.int64)]
-    return (left if perm is None else perm[left]).tolist()  # type: ignore[no-any-return]
+    return left if perm is None else perm[left]
