@@ -7,13 +7,14 @@ the actor with the fewest chunks in flight. At most ``buffer_size`` datapoints a
 
 **Chunk size.** A Ray call costs the consumer about a millisecond of CPU (submit, wait,
 get), whatever it carries. With ``chunk="auto"`` (the default) the actors time the map and
-each call carries about :data:`CALL_SECONDS` of map work: one datapoint for a map of that
-cost or more, up to :data:`MAX_CHUNK` for a cheap one (never more than half of
-``buffer_size`` per actor, so each actor has two calls in flight). Until the first result
-has measured the map, calls carry one datapoint. Decisions are logged at debug level on
-``dataflow.autotune``. With ``buffer_size="auto"`` (the default) :data:`CALLS_PER_ACTOR` full
-chunks per actor may be in flight, fewer when the inputs and results measured so far would
-take more than :data:`BUFFER_BYTES`.
+each call carries about :data:`CALL_SECONDS` of map work (more with over
+:data:`ACTORS_PER_CALL_SECONDS` actors, in proportion, so that the consumer keeps up): one
+datapoint for a map of that cost or more, up to :data:`MAX_CHUNK` for a cheap one (never
+more than half of ``buffer_size`` per actor, so each actor has two calls in flight). Until
+the first result has measured the map, calls carry one datapoint. Decisions are logged at
+debug level on ``dataflow.autotune``. With ``buffer_size="auto"`` (the default)
+:data:`CALLS_PER_ACTOR` full chunks per actor may be in flight, fewer when the inputs and
+results measured so far would take more than :data:`BUFFER_BYTES`.
 
 **Transport.** Arguments and results are pickled by us (see :mod:`._wire`); numpy arrays of
 100 KiB and more are not copied into the messages. An actor on the consumer's node writes
@@ -55,7 +56,14 @@ from ._node_ring import node_ring
 from ._owned import owned
 from ._wire import Packed, pack, unpack
 
-__all__ = ["BUFFER_BYTES", "CALLS_PER_ACTOR", "CALL_SECONDS", "MAX_CHUNK", "RayMapData"]
+__all__ = [
+    "ACTORS_PER_CALL_SECONDS",
+    "BUFFER_BYTES",
+    "CALLS_PER_ACTOR",
+    "CALL_SECONDS",
+    "MAX_CHUNK",
+    "RayMapData",
+]
 
 logger = logging.getLogger("dataflow.autotune")
 
@@ -63,6 +71,9 @@ logger = logging.getLogger("dataflow.autotune")
 #: a millisecond of CPU, so this keeps that cost to a few percent of the map's; and the last
 #: call of a pass keeps the other actors waiting at most about this long
 CALL_SECONDS = 0.02
+#: ... with up to this many actors; beyond, proportionally more, so that the consumer's ~1 ms
+#: per call stays about half of its time however many actors finish calls
+ACTORS_PER_CALL_SECONDS = 10
 #: ``chunk="auto"``: datapoints per call at most (the map's results of a call are held whole)
 MAX_CHUNK = 1024
 #: ``buffer_size="auto"``: full chunks in flight per actor, so that an actor has its next
@@ -332,13 +343,15 @@ class RayMapData(ParallelMapBase):
     def _observe(self, items: int, busy: float) -> None:
         """The base's running estimate of the map's time per datapoint; with
         ``chunk="auto"``, chunks of about :data:`CALL_SECONDS` of map work, within
-        ``[1, _chunk_cap]`` (a change under 2x is ignored unless it reaches a bound)."""
+        ``[1, _chunk_cap]`` (more beyond :data:`ACTORS_PER_CALL_SECONDS` actors; a change
+        under 2x is ignored unless it reaches a bound)."""
         super()._observe(items, busy)
         est = self._per_item
         if not self._auto_chunk or est is None:
             return
         cap = self._chunk_cap
-        want = cap if est * cap <= CALL_SECONDS else max(1, min(cap, int(CALL_SECONDS / est)))
+        target = CALL_SECONDS * max(1.0, self.num_actors / ACTORS_PER_CALL_SECONDS)
+        want = cap if est * cap <= target else max(1, min(cap, int(target / est)))
         old = self._chunk
         if want != old and (want >= 2 * old or 2 * want <= old or want in (1, cap)):
             self._chunk = want
