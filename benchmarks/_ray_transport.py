@@ -20,8 +20,8 @@ processes`` (shared-memory rings; each worker yields the same array); ``dataflow
 ``chunk_bytes`` decides how many arrays a pull carries) and with ``copy=True`` (one more
 memcpy per array, in the consumer); ``dataflow on Ray, map`` (``RayMapData`` with its
 defaults over counters, whose ``map_func`` returns an array). The Ray workers cycle through
-:data:`DISTINCT` distinct arrays: a pull or call carrying several datapoints pickles the same
-object once, which would send one array for many.
+:data:`DISTINCT` arrays and yield a new view of one each time: a pull or call carrying
+several datapoints pickles a repeated object once, which would send one array for many.
 
 Every run starts its pipeline, receives untimed for ``--warmup`` s, times ``--seconds`` s and
 stops it. Ray itself (raylet, object store) keeps running between runs: its start is not
@@ -162,8 +162,8 @@ def _distinct_arrays() -> list[np.ndarray]:
 
 
 def _large_array(dp: list) -> list:
-    """The map of the ``RayMapData`` contender: one of the worker's preallocated arrays."""
-    return [_distinct_arrays()[dp[0] % DISTINCT]]
+    """The map of the ``RayMapData`` contender: a view of one of the worker's arrays."""
+    return [_distinct_arrays()[dp[0] % DISTINCT].view()]
 
 
 def _distinct_items() -> Iterator[list]:
@@ -171,7 +171,7 @@ def _distinct_items() -> Iterator[list]:
     arrays = _distinct_arrays()
     i = 0
     while True:
-        yield [arrays[i % DISTINCT]]
+        yield [arrays[i % DISTINCT].view()]
         i += 1
 
 

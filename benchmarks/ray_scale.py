@@ -291,8 +291,8 @@ def transport_large(args: argparse.Namespace) -> None:
     contenders = rt.large_contenders(args.warmup, seconds, args.chunk_mb)
     rt.run_large(contenders, args.rounds)
     print(
-        f"ray_scale large: {NUM_PROC} workers, each yielding the same (64, 224, 224, 3) uint8 "
-        f"array (9.6 MB) forever (local Ray, {args.cpus} CPUs, one array per pull); GB/s received over "
+        f"ray_scale large: {NUM_PROC} workers, each yielding (64, 224, 224, 3) uint8 arrays "
+        f"(9.6 MB) forever (local Ray, {args.cpus} CPUs); GB/s received over "
         f"{seconds:g} s after {args.warmup:g} s warm-up (start-up excluded), one byte read per "
         f"datapoint; {args.rounds} rounds interleaved, medians; memcpy: median single-thread "
         f"np.copyto of the array per round; {machine_line()}\n"
