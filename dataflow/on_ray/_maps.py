@@ -13,8 +13,8 @@ datapoint for a map of that cost or more, up to :data:`MAX_CHUNK` for a cheap on
 more than half of ``buffer_size`` per actor, so each actor has two calls in flight). Until
 the first result has measured the map, calls carry one datapoint. Decisions are logged at
 debug level on ``dataflow.autotune``. With ``buffer_size="auto"`` (the default)
-:data:`CALLS_PER_ACTOR` full chunks per actor may be in flight, fewer when the inputs and
-results measured so far would take more than :data:`BUFFER_BYTES`.
+:data:`CALLS_PER_ACTOR` chunks per actor may be in flight, fewer when the inputs and results
+measured so far would take more than :data:`BUFFER_BYTES`.
 
 **Transport.** Arguments and results are pickled by us (see :mod:`._wire`); numpy arrays of
 100 KiB and more are not copied into the messages. An actor on the consumer's node writes
@@ -219,6 +219,7 @@ class RayMapData(ParallelMapBase):
         self._done: deque[tuple[TaskId | None, bytes, Any, float]] = deque()
         self._func_ref: Any = None
         self._bytes_per_item: float | None = None  # inputs and results, per datapoint (estimate)
+        self._most = self._buffer_most  # buffer_size="auto": its bound (by bytes, once measured)
         self._sent_bytes: dict[TaskId, int] = {}  # calls in flight: their inputs' bytes
         self._moved = 0  # bytes of the task _receive returned last (inputs and results)
 
@@ -243,7 +244,8 @@ class RayMapData(ParallelMapBase):
         self._load = [0] * n
         self._refs, self._done, self._sent_bytes = {}, deque(), {}
         self._rings = [None] * n
-        self._chunk_cap = max(1, min(MAX_CHUNK, self.buffer_size // (2 * n)))
+        self._chunk_cap = max(1, min(MAX_CHUNK, self._most // (2 * n)))
+        self._fit_buffer()
         self._probe = 2 * n if self._per_item is None else 0  # see ParallelMapBase.__init__
         try:  # every actor placed and constructed before the first task (else: a clear error)
             self._pids = self._get_all([a.pid.remote() for a in self._actors], "to start")
@@ -325,20 +327,27 @@ class RayMapData(ParallelMapBase):
         est = self._bytes_per_item
         self._bytes_per_item = est = sample if est is None else est + 0.25 * (sample - est)
         n = self.num_actors
-        want = max(2 * n, min(self._buffer_most, int(BUFFER_BYTES / max(est, 1.0))))
-        cur = self.buffer_size
-        if want != cur and abs(want - cur) >= 0.25 * cur:
+        most = max(2 * n, min(self._buffer_most, int(BUFFER_BYTES / max(est, 1.0))))
+        if most != self._most and abs(most - self._most) >= 0.25 * self._most:
             logger.debug(
-                "%s: buffer_size %d -> %d datapoints (%.0f bytes per datapoint in flight)",
+                "%s: at most %d datapoints in flight (%.0f bytes per datapoint, inputs and results)",
                 type(self).__name__,
-                cur,
-                want,
+                most,
                 est,
             )
-            self.buffer_size = want
-            self._chunk_cap = max(1, min(MAX_CHUNK, want // (2 * n)))
+            self._most = most
+            self._chunk_cap = max(1, min(MAX_CHUNK, most // (2 * n)))
             if self._auto_chunk and self._chunk > self._chunk_cap:
                 self._chunk = self._chunk_cap
+            self._fit_buffer()
+
+    def _fit_buffer(self) -> None:
+        """``buffer_size="auto"``: room for :data:`CALLS_PER_ACTOR` calls of the current chunk
+        per actor, within the bound of :meth:`_measure_bytes` (more calls only queue behind an
+        actor, and at the end of a pass the others wait for its queue)."""
+        if self._auto_buffer:
+            n = self.num_actors
+            self.buffer_size = max(2 * n, min(self._most, CALLS_PER_ACTOR * n * self._chunk))
 
     def _observe(self, items: int, busy: float) -> None:
         """The base's running estimate of the map's time per datapoint; with
@@ -355,6 +364,7 @@ class RayMapData(ParallelMapBase):
         old = self._chunk
         if want != old and (want >= 2 * old or 2 * want <= old or want in (1, cap)):
             self._chunk = want
+            self._fit_buffer()
             logger.debug(
                 "%s: %d datapoint(s) per Ray call (map takes %.1f us per datapoint; was %d)",
                 type(self).__name__,
