@@ -12,14 +12,16 @@ only counts. Contenders:
   ``[i, array]`` items from the same source code, stacked), iterated with
   ``iter_batches(batch_size=64)``.
 
-``large`` is ``mp_large``'s work: 2 workers each yield the same preallocated ``(64, 224, 224,
-3)`` uint8 array (9.6 MB) forever; the consumer reads one byte of each and drops it. GB/s
+``large`` is ``mp_large``'s work: 2 workers each yield preallocated ``(64, 224, 224, 3)``
+uint8 arrays (9.6 MB) forever; the consumer reads one byte of each and drops it. GB/s
 beside single-thread memcpy measured in the same run. Contenders: memcpy; ``dataflow
-processes`` (shared-memory rings); ``dataflow on Ray`` (``RayRunner`` with its defaults:
-``chunk_bytes`` makes it one array per pull; results through the object store, read-only
-views on receive) and with ``copy=True`` (one more
-memcpy per array, in the consumer); ``dataflow on Ray, map`` (``RayMapData`` over counters
-whose ``map_func`` returns the array).
+processes`` (shared-memory rings; each worker yields the same array); ``dataflow on Ray``
+(``RayRunner`` with its defaults: workers on this node write into shared-memory rings,
+``chunk_bytes`` decides how many arrays a pull carries) and with ``copy=True`` (one more
+memcpy per array, in the consumer); ``dataflow on Ray, map`` (``RayMapData`` with its
+defaults over counters, whose ``map_func`` returns an array). The Ray workers cycle through
+:data:`DISTINCT` arrays and yield a new view of one each time: a pull or call carrying
+several datapoints pickles a repeated object once, which would send one array for many.
 
 Every run starts its pipeline, receives untimed for ``--warmup`` s, times ``--seconds`` s and
 stops it. Ray itself (raylet, object store) keeps running between runs: its start is not
@@ -147,15 +149,30 @@ def batch_contenders(
 
 # -- large -----------------------------------------------------------------------------------
 
-_ARRAY: np.ndarray | None = None
+#: distinct arrays each Ray worker cycles through (see the module docstring)
+DISTINCT = 4
+_ARRAYS: list[np.ndarray] = []
 
 
-def _large_array(_dp: Any) -> list:
-    """The map of the ``RayMapData`` contender: the worker's one preallocated array."""
-    global _ARRAY
-    if _ARRAY is None:
-        _ARRAY = make_array()
-    return [_ARRAY]
+def _distinct_arrays() -> list[np.ndarray]:
+    if not _ARRAYS:
+        first = make_array()
+        _ARRAYS.extend([first] + [first.copy() for _ in range(DISTINCT - 1)])
+    return _ARRAYS
+
+
+def _large_array(dp: list) -> list:
+    """The map of the ``RayMapData`` contender: a view of one of the worker's arrays."""
+    return [_distinct_arrays()[dp[0] % DISTINCT].view()]
+
+
+def _distinct_items() -> Iterator[list]:
+    """The ``RayRunner`` contenders' source: the worker's preallocated arrays in turn."""
+    arrays = _distinct_arrays()
+    i = 0
+    while True:
+        yield [arrays[i % DISTINCT].view()]
+        i += 1
 
 
 def _counters() -> Iterator[list]:
@@ -166,16 +183,15 @@ def _counters() -> Iterator[list]:
 
 
 def ray_large(name: str, a: tuple, **kwargs: Any) -> Contender:
-    from benchmarks.mp_large import large_items
     from dataflow import DataFlow
     from dataflow.on_ray import RayRunner
 
     class Source(DataFlow):
         def __iter__(self) -> Iterator[list]:
-            return large_items()
+            return _distinct_items()
 
     def open_() -> tuple[Iterator[Any], Callable[[], None]]:
-        df = RayRunner(Source(), NUM_PROC, **kwargs)  # default chunk_bytes: one array per pull
+        df = RayRunner(Source(), NUM_PROC, **kwargs)
         df.reset_state()
         it = iter(df)
         return it, lambda: (it.close(), df.close())
@@ -188,7 +204,7 @@ def ray_map_large(name: str, a: tuple) -> Contender:
     from dataflow.on_ray import RayMapData
 
     def open_() -> tuple[Iterator[Any], Callable[[], None]]:
-        df = RayMapData(DataFromGenerator(_counters), NUM_PROC, _large_array, 4, chunk=1)
+        df = RayMapData(DataFromGenerator(_counters), NUM_PROC, _large_array)
         df.reset_state()
         it = iter(df)
         return it, lambda: (it.close(), df.close())
@@ -196,12 +212,15 @@ def ray_map_large(name: str, a: tuple) -> Contender:
     return pipeline(name, open_, *a)
 
 
-def large_contenders(warmup: float, seconds: float) -> list[Contender]:
+def large_contenders(warmup: float, seconds: float, chunk_mb: list[int] | None = None) -> list[Contender]:
+    """memcpy first, our processes second (the tables' references); ``chunk_mb``: more
+    ``RayRunner`` contenders, with ``chunk_bytes`` of these many MiB."""
     a = (warmup, seconds, make_array())
     return [
         memcpy(*a),
         ours_large(OURS, *a),
         ray_large(RAY, a),
+        *[ray_large(f"{RAY}, chunk_bytes {mb} MiB", a, chunk_bytes=mb << 20) for mb in chunk_mb or []],
         ray_large(f"{RAY} copy=True", a, copy=True),
         ray_map_large(f"{RAY}, map", a),
     ]

@@ -1,9 +1,9 @@
 """The Ray backend on one machine: RayMapData / RayRunner beside our ZMQ processes and Ray Data.
 
-Three scenarios (``--scenario``): ``map`` (below), ``batch`` (``mp_batch``'s work: small
-datapoints batched by 64 in 2 workers, vs our processes and Ray Data's ``map_batches``) and
-``large`` (``mp_large``'s work: 9.6 MB arrays from 2 workers, vs memcpy); ``batch`` and
-``large`` are described in ``benchmarks/_ray_transport.py``.
+Four scenarios (``--scenario``): ``map`` (below), ``small`` (below), ``batch``
+(``mp_batch``'s work: small datapoints batched by 64 in 2 workers, vs our processes and Ray
+Data's ``map_batches``) and ``large`` (``mp_large``'s work: 9.6 MB arrays from 2 workers, vs
+memcpy); ``batch`` and ``large`` are described in ``benchmarks/_ray_transport.py``.
 
 ``map``: the ``mp_map`` work (a ~4 ms pure-Python function, calibrated here, over 600 datapoints, 2
 workers), in one run:
@@ -16,16 +16,30 @@ workers), in one run:
 - ``Ray Data map``: ``ray.data.from_items(rows).map(f, concurrency=2)``, rows iterated;
 - ``Ray Data map_batches``: the same with ``map_batches(batch_size=--chunk)``.
 
+``small``: a trivial map (a new list with the same items) over ``--small-items`` (100k)
+small datapoints ``[i, float32[10]]``, 2 workers, every contender with its defaults:
+
+- ``dataflow processes``: ``parallel_map(f, num_proc=2)`` (ordered, strict);
+- ``dataflow on Ray``: ``RayMapData(ds, 2, f, strict=True)`` (ordered; ``chunk`` and
+  ``buffer_size`` "auto");
+- ``dataflow on Ray, chunk 16, buffer 200``: the same with the former defaults;
+- ``dataflow on Ray, parallel_map``: ``parallel_map(f, num_proc=2, backend="ray")`` (its
+  ``buffer_size=200`` bounds the automatic chunk to 50);
+- ``Ray Data map``: ``ray.data.from_items(rows).map(g)`` with Ray Data's defaults, rows
+  ``{"i": int, "x": float32[10]}`` iterated with ``iter_rows()``.
+
 Each round builds the pipeline, runs an untimed pass (actors and workers up), then times a
 second pass. A local Ray with ``--cpus`` CPUs is started once (Ray's start-up is not timed).
 
     pip install "dataflow-ml[ray]"
     python benchmarks/ray_scale.py [--items 600] [--ms 4] [--rounds 5] [--chunk 8]
+    python benchmarks/ray_scale.py --scenario small [--small-items 100000] [--rounds 3]
     python benchmarks/ray_scale.py --scenario batch [--seconds 2] [--warmup 1] [--batch-chunk 1024 64 ...]
-    python benchmarks/ray_scale.py --scenario large [--seconds 3] [--warmup 1]
+    python benchmarks/ray_scale.py --scenario large [--seconds 3] [--warmup 1] [--chunk-mb 32 ...]
 
 Targets (issue 14): the Ray backend >= 0.8x our ZMQ processes and >= 1.5x Ray Data on small
-items; large arrays >= 0.5x memcpy.
+items; large arrays >= 0.5x memcpy. Issue 28: ``small`` with the defaults >= 1.5x Ray Data
+``map``.
 """
 
 from __future__ import annotations
@@ -107,9 +121,97 @@ def ray_data(data: list, f: Callable, batches: int | None) -> TimedContender:
     return TimedContender("Ray Data map" if batches is None else "Ray Data map_batches", run)
 
 
+# -- small ------------------------------------------------------------------------------------
+
+
+def trivial(dp: list) -> list:
+    """The ``small`` scenario's map: a new datapoint with the same items."""
+    return [dp[0], dp[1]]
+
+
+def _trivial_row(row: dict) -> dict:
+    return {"i": row["i"], "x": row["x"]}
+
+
+def small_data(n: int) -> list:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    pool = [rng.random(10, dtype=np.float32) for _ in range(1024)]
+    return [[i, pool[i % 1024]] for i in range(n)]
+
+
+def small_contenders(data: list) -> list[TimedContender]:
+    from dataflow import DataFromList
+    from dataflow.on_ray import RayMapData
+
+    def flow(name: str, build: Callable[[Any], Any]) -> TimedContender:
+        def make() -> Any:
+            df = build(DataFromList(data, shuffle=False))
+            df.reset_state()
+            return df
+
+        def run() -> tuple[int, float]:
+            n, seconds, df = _passes(make, False, len(data))
+            df.close()
+            return n, seconds
+
+        return TimedContender(name, run)
+
+    return [
+        flow(OURS, lambda src: src.parallel_map(trivial, num_proc=NUM_PROC)),
+        flow(RAY, lambda src: RayMapData(src, NUM_PROC, trivial, strict=True)),
+        flow(
+            f"{RAY}, chunk 16, buffer 200",
+            lambda src: RayMapData(src, NUM_PROC, trivial, 200, strict=True, chunk=16),
+        ),
+        flow(f"{RAY}, parallel_map", lambda src: src.parallel_map(trivial, num_proc=NUM_PROC, backend="ray")),
+    ]
+
+
+def ray_data_small(data: list) -> TimedContender:
+    import ray
+
+    rows = [{"i": dp[0], "x": dp[1]} for dp in data]
+
+    def run() -> tuple[int, float]:
+        import time
+
+        ds = ray.data.from_items(rows).map(_trivial_row)  # Ray Data's defaults
+        sum(1 for _ in ds.iter_rows())  # untimed: Ray Data's workers up
+        t0 = time.perf_counter()
+        n = sum(1 for _ in ds.iter_rows())
+        return n, time.perf_counter() - t0
+
+    return TimedContender("Ray Data map", run)
+
+
+def small(args: argparse.Namespace) -> None:
+    from benchmarks import _ray_transport as rt
+
+    data = small_data(args.small_items)
+    contenders = small_contenders(data)
+    if not args.no_ray_data:
+        contenders.append(ray_data_small(data))
+    results = rt.run_timed(contenders, args.rounds)
+    print(
+        f"ray_scale small: ordered trivial map over {args.small_items} datapoints [int, float32[10]], "
+        f"{NUM_PROC} workers (local Ray, {args.cpus} CPUs), each contender with its defaults; "
+        f"second pass timed; {args.rounds} rounds interleaved, medians; {machine_line()}\n"
+    )
+    refs = [OURS] + ([] if args.no_ray_data else ["Ray Data map"])
+    print(markdown_table(results, refs, unit="items/s"))
+    print("\nTarget (issue 28): dataflow on Ray with its defaults >= 1.5x Ray Data map.")
+    ray_module().shutdown()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=["map", "batch", "large"], default="map")
+    parser.add_argument("--scenario", choices=["map", "small", "batch", "large"], default="map")
+    parser.add_argument(
+        "--chunk-mb", type=int, nargs="*", default=[], help="large: RayRunner rows with chunk_bytes (MiB)"
+    )
+    parser.add_argument("--small-items", type=int, default=100_000, help="small: datapoints per pass")
     parser.add_argument("--seconds", type=float, default=None, help="batch/large: timed part of a run")
     parser.add_argument("--warmup", type=float, default=1.0, help="batch/large: untimed receiving first")
     parser.add_argument(
@@ -135,6 +237,8 @@ def main() -> None:
         return transport_batch(args)
     if args.scenario == "large":
         return transport_large(args)
+    if args.scenario == "small":
+        return small(args)
     iters, measured = calibrate(args.ms)
     f = functools.partial(work, iters=iters)
     data = make_data(args.items)
@@ -184,11 +288,11 @@ def transport_large(args: argparse.Namespace) -> None:
     from benchmarks import _ray_transport as rt
 
     seconds = 3.0 if args.seconds is None else args.seconds
-    contenders = rt.large_contenders(args.warmup, seconds)
+    contenders = rt.large_contenders(args.warmup, seconds, args.chunk_mb)
     rt.run_large(contenders, args.rounds)
     print(
-        f"ray_scale large: {NUM_PROC} workers, each yielding the same (64, 224, 224, 3) uint8 "
-        f"array (9.6 MB) forever (local Ray, {args.cpus} CPUs, one array per pull); GB/s received over "
+        f"ray_scale large: {NUM_PROC} workers, each yielding (64, 224, 224, 3) uint8 arrays "
+        f"(9.6 MB) forever (local Ray, {args.cpus} CPUs); GB/s received over "
         f"{seconds:g} s after {args.warmup:g} s warm-up (start-up excluded), one byte read per "
         f"datapoint; {args.rounds} rounds interleaved, medians; memcpy: median single-thread "
         f"np.copyto of the array per round; {machine_line()}\n"

@@ -64,7 +64,10 @@ class RayRunner(DataFlow[Any]):
             millisecond or more: small datapoints need large chunks).
         chunk_bytes: about how many bytes one pull may carry: a pull whose first datapoint
             is large takes fewer datapoints (at least one), estimated from that datapoint so
-            the merge stays deterministic (``None``: always ``chunk``).
+            the merge stays deterministic (``None``: always ``chunk``). The default, 32 MiB,
+            shares a pull's cost among a few large arrays; with ``prefetch`` pulls in
+            flight, a worker on this node needs ``prefetch`` times that of its ring
+            (``shm_bytes / num_workers`` of them) before arrays go through Ray's store.
         prefetch: pulls in flight per worker (bounds memory: ``prefetch`` pulls each).
         seed: base seed of the workers (default: :func:`~dataflow.set_seed`'s).
         timeout: seconds to wait for a worker's chunk before ``TimeoutError``.
@@ -96,7 +99,7 @@ class RayRunner(DataFlow[Any]):
         *,
         shard: bool = False,
         chunk: int = 1024,
-        chunk_bytes: int | None = 4 << 20,
+        chunk_bytes: int | None = 32 << 20,
         prefetch: int = 2,
         seed: int | None = None,
         timeout: float | None = None,

@@ -18,6 +18,7 @@ from ..parallel import _messages as msg
 from ..parallel._shm import RingReader
 from ._connect import ray_module
 from ._flow_actor import Pulled, Start
+from ._node_ring import node_ring
 from ._owned import owned
 from ._restart import Lineage
 from ._wire import unpack
@@ -61,25 +62,10 @@ class Workers:
             self.rings[i] = self._ring_for(i, actor)
 
     def _ring_for(self, w: int, actor: Any) -> RingReader | None:
-        """A ring for worker ``w`` if it runs on this node (``None`` elsewhere, or without
-        shared memory: its large buffers then go through Ray's object store)."""
-        if not self.ring_bytes:
-            return None
-        ray = ray_module(self.stage)
-        if self.get(w, actor.node.remote(), "to name its node") != ray.get_runtime_context().get_node_id():
-            return None
-        rings = RingReader.create(self.stage, 1, self.ring_bytes, self.copy)
-        if rings is None:  # /dev/shm too small: warned once
-            return None
-        try:
-            failed = self.get(w, actor.attach_ring.remote(rings.paths[0]), "to map its ring")
-        except BaseException:
-            rings.close()
-            raise
-        if failed is not None:  # e.g. /dev/shm not shared with the worker: Ray's store then
-            rings.close()
-            return None
-        return rings
+        """A ring for worker ``w`` if it runs on this node (see :func:`._node_ring.node_ring`)."""
+        return node_ring(
+            self.stage, actor, self.ring_bytes, self.copy, lambda ref, doing: self.get(w, ref, doing)
+        )
 
     def stop(self) -> None:
         """Kill every actor (idempotent)."""

@@ -34,10 +34,11 @@ def _raymap(**kw: Any) -> D.DataFlow:
         lambda: _raymap(),
         lambda: _raymap(strict=False),
         lambda: RayMapData(_src(), 2, _funcs.noisy, 6, strict=True, chunk=2, item_rng=True, seed=5),
+        lambda: RayMapData(_src(), 2, _funcs.drop_odd, strict=True, timeout=60),  # chunk, buffer "auto"
         lambda: RayRunner(_src(10).shuffle(4, seed=2), 2, shard=True, chunk=3, timeout=60),
         lambda: RayRunner(_src(7), 2, chunk=3, timeout=60),
     ],
-    ids=["strict_map", "endless_map", "item_rng_map", "sharded_runner", "copies_runner"],
+    ids=["strict_map", "endless_map", "item_rng_map", "auto_map", "sharded_runner", "copies_runner"],
 )
 def test_ray_stage_resumes_exactly(build: Callable[[], D.DataFlow]) -> None:
     # re-saving right after a load is stage-independent (dataflow._state keeps the loaded

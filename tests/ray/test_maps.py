@@ -3,7 +3,9 @@ survived, actors gone after close()."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import time
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 
 from dataflow import DataFromGenerator, DataFromList, MapData, MultiThreadMapData, WorkerDied
 from dataflow.on_ray import RayMapData, RayRunner
+from dataflow.on_ray._maps import BUFFER_BYTES, CALL_SECONDS, MAX_CHUNK
 
 from . import _funcs
 
@@ -42,6 +45,33 @@ def test_ordered_strict_equals_serial_map(chunk: int) -> None:
 def test_unordered_gives_the_same_multiset_and_drops_none_results() -> None:
     got = _run(RayMapData(_src(), 2, _funcs.drop_odd, strict=True, ordered=False, chunk=4), 1)[0]
     assert sorted(dp[0] for dp in got) == list(range(0, 50, 2))
+
+
+def test_auto_chunks_grow_for_a_cheap_map_and_keep_order(caplog: pytest.LogCaptureFixture) -> None:
+    # the defaults: chunk="auto", buffer_size="auto"; one datapoint per call until measured
+    with caplog.at_level(logging.DEBUG, logger="dataflow.autotune"):
+        got = _run(RayMapData(_src(5000), 2, _funcs.double, strict=True), 2)
+    assert got == [[[2 * i] for i in range(5000)]] * 2
+    sizes = [
+        int(m.group(1))
+        for r in caplog.records
+        if (m := re.search(r"(\d+) datapoint\(s\) per Ray call", r.getMessage()))
+    ]
+    assert sizes and max(sizes) == MAX_CHUNK, sizes  # a cheap map: the largest chunks
+
+
+def test_auto_chunks_stay_small_for_a_slow_map() -> None:
+    df = RayMapData(_src(12), 2, _funcs.slow_double, strict=True)  # 10 ms a datapoint
+    got = _run(df, 1)[0]
+    assert got == [[2 * i] for i in range(12)]
+    assert df._chunk <= round(CALL_SECONDS / 0.01)  # sleeping only takes longer, never less
+
+
+def test_auto_buffer_bounds_the_bytes_in_flight() -> None:
+    df = RayMapData(_src(40), 2, _funcs.big_array, strict=True)  # 1 MiB results
+    got = _run(df, 1)[0]
+    assert [dp[0] for dp in got] == list(range(40))
+    assert df.buffer_size <= BUFFER_BYTES // (1 << 20)
 
 
 def test_non_strict_epochs_have_len_items_and_lose_nothing() -> None:
@@ -89,9 +119,9 @@ def _mapped_file(arr: np.ndarray) -> str | None:
 @pytest.mark.parametrize("stage", ["map", "runner"])
 def test_large_arrays_are_store_views_without_a_copy_or_owned_with_copy_true(stage: str) -> None:
     def build(copy: bool):
-        if stage == "map":
-            return RayMapData(_src(4), 1, _funcs.big_array, strict=True, chunk=1, copy=copy)
         # shm_bytes=0: what a worker on another node does (tests/ray/test_cluster.py runs it there)
+        if stage == "map":
+            return RayMapData(_src(4), 1, _funcs.big_array, strict=True, chunk=1, copy=copy, shm_bytes=0)
         return RayRunner(_src(4).map(_funcs.big_array), 1, shard=True, chunk=1, copy=copy, shm_bytes=0)
 
     views = _run(build(False), 1)[0]
@@ -218,6 +248,14 @@ def test_bad_arguments_are_clear_errors() -> None:
         RayMapData(_src(), 1, _funcs.double, ray_remote_args=["num_cpus", 1])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="may not set \\['max_restarts'\\]"):
         RayMapData(_src(), 1, _funcs.double, ray_remote_args={"max_restarts": 1})
+    with pytest.raises(ValueError, match="RayMapData: chunk must be >= 1, got 0"):
+        RayMapData(_src(), 1, _funcs.double, chunk=0)
+    with pytest.raises(
+        ValueError, match="RayMapData: buffer_size must be an int >= 1 or \"auto\", got 'big'"
+    ):
+        RayMapData(_src(), 1, _funcs.double, buffer_size="big")
+    with pytest.raises(ValueError, match="RayMapData: shm_bytes must be >= 0"):
+        RayMapData(_src(), 1, _funcs.double, shm_bytes=-1)
 
 
 def test_unschedulable_actors_time_out_with_the_resources_named() -> None:
