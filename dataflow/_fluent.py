@@ -155,14 +155,16 @@ class FluentMixin(Generic[T_co]):
         *,
         ordered: bool = True,
         strict: bool = True,
-        buffer_size: int = 200,
+        buffer_size: int | str | None = None,
         backend: str = "processes",
         **kwargs: Any,
     ) -> DataFlow[U]:
         """``func`` in ``num_proc`` processes (``MultiProcessMapDataZMQ``) or ``num_thread``
         threads (``MultiThreadMapData``); give exactly one of the two. With
         ``backend="ray"``, the ``num_proc`` workers are Ray actors (``RayMapData``; ``kwargs``
-        such as ``ray_remote_args=`` go to it).
+        such as ``ray_remote_args=`` go to it). ``buffer_size``: datapoints in flight; by
+        default 200 for processes and threads, and ``"auto"`` for Ray (sized by the measured
+        map time and bytes, see :class:`~dataflow.on_ray.RayMapData`).
 
         Unlike the classes (whose defaults follow tensorpack), the fluent spelling defaults to
         ``ordered=True, strict=True``: it behaves like ``.map(func)``, only faster: the same
@@ -185,6 +187,8 @@ class FluentMixin(Generic[T_co]):
                 f"got num_proc={num_proc!r}, num_thread={num_thread!r}"
             )
         workers = num_proc if num_thread is None else num_thread
+        if buffer_size is None:
+            buffer_size = "auto" if backend == "ray" else 200
         return cls(_as_flow(self), workers, func, buffer_size, strict, ordered=ordered, **kwargs)
 
     def parallel(self, num_proc: int = 1, **kwargs: Any) -> DataFlow[T_co]:

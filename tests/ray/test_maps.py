@@ -270,6 +270,7 @@ def test_unschedulable_actors_time_out_with_the_resources_named() -> None:
 def test_fluent_backend_ray_is_one_line_from_processes() -> None:
     on_ray = _src().parallel_map(_funcs.double, num_proc=2, backend="ray", chunk=4)
     assert isinstance(on_ray, RayMapData) and on_ray.ordered and on_ray.strict
+    assert _src().parallel_map(_funcs.double, num_proc=2, backend="ray")._auto_buffer  # sized by measures
     on_procs = _src().parallel_map(_funcs.double, num_proc=2)
     assert _run(on_ray, 2) == _run(on_procs, 2) == [[[2 * i] for i in range(50)]] * 2
     with pytest.raises(ValueError, match="backend must be 'processes' or 'ray', got 'dask'"):
