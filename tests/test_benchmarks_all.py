@@ -243,13 +243,15 @@ def test_object_store_runs_against_its_own_s3_server_and_reads_each_shard_once()
 def test_cow_memory_runs_tiny_and_measures_every_worker_alive_at_the_end() -> None:
     """benchmarks/cow_memory.py end to end on a small list: both contenders' rounds run in
     their own processes, every worker (ours started late included) is measured, and the time
-    to first batch parses into a row against torch."""
+    to first batch parses into a row against torch. 40k names: a longer order than a list
+    holds (the array path), and a pass longer than the 0.1 s within which a process map starts
+    its late workers, so that both are alive at the end however fast the machine."""
     pytest.importorskip("torch")
     pytest.importorskip("psutil")
     [scenario] = [s for s in SCENARIOS if s.name == "cow_memory"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DATAFLOW_BENCH_QUICK": "1"}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "cow_memory.py"), "--items", "5000", "--rounds", "1"],
+        [sys.executable, str(ROOT / "benchmarks" / "cow_memory.py"), "--items", "40000", "--rounds", "1"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=170,
     )
     assert done.returncode == 0, done.stderr[-2000:]
