@@ -69,11 +69,12 @@ OURS = "dataflow processes"
 RAY = "dataflow on Ray"
 
 
-def on_ray(data: list, f: Callable, chunk: int) -> TimedContender:
+def flow_contender(name: str, data: list, build: Callable[[Any], Any]) -> TimedContender:
+    """``build(DataFromList(data))`` timed over passes (see :func:`_passes`), closed after."""
     from dataflow import DataFromList
 
     def make() -> Any:
-        df = DataFromList(data, shuffle=False).parallel_map(f, num_proc=NUM_PROC, backend="ray", chunk=chunk)
+        df = build(DataFromList(data, shuffle=False))
         df.reset_state()
         return df
 
@@ -82,7 +83,13 @@ def on_ray(data: list, f: Callable, chunk: int) -> TimedContender:
         df.close()
         return n, seconds
 
-    return TimedContender(RAY, run)
+    return TimedContender(name, run)
+
+
+def on_ray(data: list, f: Callable, chunk: int) -> TimedContender:
+    return flow_contender(
+        RAY, data, lambda src: src.parallel_map(f, num_proc=NUM_PROC, backend="ray", chunk=chunk)
+    )
 
 
 def _row_work(f: Callable, row: dict) -> dict:
@@ -142,21 +149,10 @@ def small_data(n: int) -> list:
 
 
 def small_contenders(data: list) -> list[TimedContender]:
-    from dataflow import DataFromList
     from dataflow.on_ray import RayMapData
 
     def flow(name: str, build: Callable[[Any], Any]) -> TimedContender:
-        def make() -> Any:
-            df = build(DataFromList(data, shuffle=False))
-            df.reset_state()
-            return df
-
-        def run() -> tuple[int, float]:
-            n, seconds, df = _passes(make, False, len(data))
-            df.close()
-            return n, seconds
-
-        return TimedContender(name, run)
+        return flow_contender(name, data, build)
 
     return [
         flow(OURS, lambda src: src.parallel_map(trivial, num_proc=NUM_PROC)),
