@@ -11,7 +11,7 @@ million sets that iterator's index: no datapoint is read again.
 
 The order of an epoch of up to :data:`LIST_ORDER_MAX` indices is a ``list`` of them; a longer
 one stays an int64 array (8 bytes an index instead of ~40 as Python ints) in memory that
-processes forked later do not inherit (``MADV_DONTFORK`` on Linux). A worker forked after the
+processes forked later do not inherit (:mod:`._unforked`). A worker forked after the
 epoch began (a process map starts its others after the first batch) would otherwise share
 the order's pages with this process only, and own a private copy of each page this process
 then writes or frees: the whole order, for the worker's life. Such a worker never reads this
@@ -20,7 +20,6 @@ process's order; an epoch is continued only by the process that began it.
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
@@ -32,6 +31,7 @@ from .._fluent import T_co
 from .._state_fields import exhausted, field, int_field, plain_rng_state, position
 from ..base import RNGDataFlow
 from ._order import Level, ShardSpec, epoch_order, shard_length
+from ._unforked import unforked_copy
 
 __all__ = ["LIST_ORDER_MAX", "IndexedSource", "Order", "cursor"]
 
@@ -186,13 +186,7 @@ def _held(order: range | np.ndarray) -> Order:
         return order
     if len(order) <= LIST_ORDER_MAX:
         return order.tolist()  # type: ignore[no-any-return]
-    if not hasattr(mmap, "MADV_DONTFORK"):  # pragma: no cover - not Linux
-        return order
-    memory = mmap.mmap(-1, 8 * len(order))
-    memory.madvise(mmap.MADV_DONTFORK)
-    held = np.frombuffer(memory, dtype=np.int64, count=len(order))  # keeps ``memory`` alive
-    np.copyto(held, order, casting="same_kind")
-    return held
+    return unforked_copy(order)
 
 
 def _level(stage: str, level: Any) -> Level:
