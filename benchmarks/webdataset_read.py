@@ -117,6 +117,19 @@ def _row(
     return f"| {name} | {med:{fmt}} | {min(values):{fmt}}–{max(values):{fmt}} | {better(med, ref):.2f}x |"
 
 
+def _table(
+    title: str, unit: str, runs: dict[str, list[float]], theirs: str, fmt: str,
+    better: Callable[[float, float], float],
+) -> None:
+    """One markdown table: each contender's median ``unit`` and its ratio to ``theirs``."""
+    print(f"### {title}\n")
+    print(f"| contender | median {unit} | min–max | vs {theirs} |")
+    print("|---|---|---|---|")
+    ref = statistics.median(runs[theirs])
+    for name, values in runs.items():
+        print(_row(name, values, ref, fmt, better))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=20000)
@@ -164,18 +177,12 @@ def main() -> None:
         f"webdataset_read: {args.samples:,} samples {{jpg ~{args.image_bytes:,} bytes, cls}} in "
         f"{args.shards} shards (~{mb:,.0f} MB), {args.rounds} rounds, medians; {machine_line()}\n"
     )
-    print("### read one epoch, no decoding\n")
-    print(f"| contender | median samples/s | min–max | vs {THEIRS_READ} |")
-    print("|---|---|---|---|")
-    ref = statistics.median(rates[THEIRS_READ])
-    for name, r in rates.items():
-        print(_row(name, r, ref, ",.0f", lambda mine_, theirs_: mine_ / theirs_))
-    print("\n### write the shards\n")
-    print(f"| contender | median s | min–max | vs {THEIRS_WRITE} |")
-    print("|---|---|---|---|")
-    ref = statistics.median(seconds[THEIRS_WRITE])
-    for name, s in seconds.items():
-        print(_row(name, s, ref, ".2f", lambda mine_, theirs_: theirs_ / mine_))
+    _table(
+        "read one epoch, no decoding", "samples/s", rates, THEIRS_READ, ",.0f",
+        lambda mine, theirs: mine / theirs,
+    )
+    print()
+    _table("write the shards", "s", seconds, THEIRS_WRITE, ".2f", lambda mine, theirs: theirs / mine)
 
 
 if __name__ == "__main__":
