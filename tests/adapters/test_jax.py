@@ -195,7 +195,8 @@ def test_arrays_held_by_the_consumer_keep_their_values_while_buffers_are_reused(
 def test_a_batch_flow_is_stacked_straight_into_aligned_memory(monkeypatch: Any) -> None:
     """On CPU, a plain BatchData's large components are stacked into the placer's aligned
     buffers (no copy before the transfer); the batches equal iterating the flow, and those
-    the consumer keeps keep their values while the buffers are reused."""
+    the consumer keeps keep their values while the buffers are reused. Placed on the CPU
+    device by name, so that a machine whose default backend is a GPU tests the same path."""
     arrived: list[bool] = []  # per large array handed to the placer: 64-byte aligned?
     place = _jax_place.Placer.__call__
 
@@ -211,7 +212,8 @@ def test_a_batch_flow_is_stacked_straight_into_aligned_memory(monkeypatch: Any) 
     df.reset_state()
     want = list(df)
     kept = []
-    for i, (images, labels) in enumerate(prefetch_to_device(df, size=2)):
+    cpu = jax.devices("cpu")[0]
+    for i, (images, labels) in enumerate(prefetch_to_device(df, size=2, sharding=cpu)):
         np.testing.assert_array_equal(np.asarray(images), want[i][0])
         assert labels.tolist() == want[i][1].tolist()
         if i % 4 == 0:
