@@ -201,32 +201,50 @@ class DevicePrefetcher:
     def _iter_cuda(self) -> Iterator[Any]:
         device = self.device
         side = torch.cuda.Stream(device=device)
+        # a batch's event is recorded again only after the consumer's stream waited on it
+        events = [torch.cuda.Event() for _ in range(self.depth + 1)]
         pending: deque[tuple[Any, Any]] = deque()
         source = iter(self.iterable)
+        staged = 0
+        # torch.cuda.set_stream also makes the stream's device current: with the side stream on
+        # the current device (the usual case) a pair of set_stream calls switches and restores
+        # for a fraction of torch.cuda.stream()'s cost; otherwise the context manager does both
+        same_device = torch.cuda.current_device() == side.device.index
 
-        def stage() -> bool:
+        def stage(consumer: Any) -> bool:
+            nonlocal staged
             batch = next(source, _END)
             if batch is _END:
                 return False
             host = to_tensors(batch)
             if self.pin_memory:
                 host = _map_tensors(host, lambda t: t if t.is_pinned() else t.pin_memory())
-            with torch.cuda.stream(side):
-                moved = _map_tensors(host, lambda t: t.to(device, non_blocking=True))
-                ready = torch.cuda.Event()
-                ready.record(side)
+            ready = events[staged % len(events)]
+            staged += 1
+            if same_device:
+                torch.cuda.set_stream(side)
+                try:
+                    moved = _map_tensors(host, lambda t: t.to(device, non_blocking=True))
+                    ready.record(side)
+                finally:
+                    torch.cuda.set_stream(consumer)
+            else:
+                with torch.cuda.stream(side):
+                    moved = _map_tensors(host, lambda t: t.to(device, non_blocking=True))
+                    ready.record(side)
             pending.append((moved, ready))
             return True
 
+        consumer = torch.cuda.current_stream(device)
         for _ in range(self.depth):
-            if not stage():
+            if not stage(consumer):
                 break
         while pending:
             moved, ready = pending.popleft()
             consumer = torch.cuda.current_stream(device)
             consumer.wait_event(ready)
             _map_tensors(moved, lambda t: t.record_stream(consumer))  # noqa: B023 (called at once)
-            stage()
+            stage(consumer)
             yield moved
 
 

@@ -299,6 +299,24 @@ def test_device_prefetcher_cuda_skips_pinning_when_asked_and_keeps_pinned_tensor
     assert out[1][0].tolist() == [1.0, 1.0]
 
 
+@pytest.mark.gpu
+def test_device_prefetcher_cuda_reuses_events_safely_and_restores_the_stream() -> None:
+    """Many more batches than events, each used by slow GPU work on the consumer's own stream
+    (entered by the user): every batch arrives whole, and the consumer's stream is the current
+    one again after every step of the iterator."""
+    rng = np.random.default_rng(1)
+    batches = [rng.random((512, 512), dtype=np.float32) for _ in range(24)]
+    user = torch.cuda.Stream()
+    with torch.cuda.stream(user):
+        for i, x in enumerate(DevicePrefetcher(batches, device="cuda", depth=2)):
+            assert torch.cuda.current_stream() == user
+            for _ in range(20):  # keeps the GPU busy while the next copies are staged
+                y = x @ x
+            assert torch.equal(x.cpu(), torch.from_numpy(batches[i])), i
+            assert y.shape == (512, 512)
+    torch.cuda.synchronize()
+
+
 # -- the example -----------------------------------------------------------------------------
 
 
