@@ -1,6 +1,6 @@
-"""ParquetData, ParquetSerializer and to_arrow: round trips with pyarrow, pandas and Hugging
-Face ``datasets``; projection, filters, batches; shuffle, shards, resume and reshard at any cut
-(hypothesis), over local files and memory:// URLs; len from the footers alone; errors."""
+"""ParquetData, ParquetSerializer and to_arrow: round trips with pyarrow, pandas, polars, DuckDB
+and Hugging Face ``datasets``; projection, filters, batches; shuffle, shards, resume and
+reshard at any cut (hypothesis), over local files and memory:// URLs; len from the footers alone; errors."""
 
 from __future__ import annotations
 
@@ -124,6 +124,13 @@ def test_other_tools_read_what_save_writes(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
     ds = datasets.Dataset.from_parquet(str(path), cache_dir=str(tmp_path / "hf"))
     assert ds.num_rows == 20 and ds[3]["id"] == 3 and ds[3]["x"] == [3.0, 3.0, 3.0] and ds[3]["s"] == "row 3"
+    polars = pytest.importorskip("polars")
+    frame_pl = polars.read_parquet(path)
+    assert frame_pl["id"].to_list() == list(range(20)) and frame_pl["s"][3] == "row 3"
+    assert frame_pl["x"][3].to_list() == [3.0, 3.0, 3.0]
+    duckdb = pytest.importorskip("duckdb")
+    rows = duckdb.sql(f"SELECT id, s, x FROM read_parquet('{path}') ORDER BY id").fetchall()
+    assert len(rows) == 20 and rows[3][:2] == (3, "row 3") and list(rows[3][2]) == [3.0, 3.0, 3.0]
 
 
 def test_save_is_atomic_and_names_the_datapoint_that_does_not_fit(tmp_path: Path) -> None:
