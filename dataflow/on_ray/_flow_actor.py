@@ -28,7 +28,7 @@ from typing import Any
 from .. import _seeding as seeding
 from ..base import DataFlow
 from ..parallel import _messages as msg
-from ..parallel._shm import RingWriter
+from ._node_ring import RingActor
 from ._wire import approx_size, pack
 
 __all__ = ["FlowActor", "Pulled", "Start"]
@@ -39,7 +39,7 @@ Pulled = tuple[int, bytes, Any, bool, Any]
 Start = tuple[int, bool, Mapping[str, Any] | None]
 
 
-class FlowActor:
+class FlowActor(RingActor):
     def __init__(
         self,
         source: DataFlow[Any] | Callable[[], DataFlow[Any]],
@@ -55,7 +55,6 @@ class FlowActor:
         self.gen, self.waiting, self.state_to_load = start
         self.chunk_bytes = chunk_bytes
         self.flow: DataFlow[Any] | None = None
-        self.ring: RingWriter | None = None  # on the consumer's node: see attach_ring
         self.it: Iterator[Any] | None = None
         self.produced = self.state_to_load is not None  # a resumed pass may have nothing left
         self.where = f"worker {index} of RayRunner (pid {os.getpid()})"
@@ -77,24 +76,6 @@ class FlowActor:
                     self.it = iter(flow)
             self.flow = flow
         return self.flow
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node(self) -> str:
-        """The Ray node this worker runs on."""
-        import ray
-
-        return str(ray.get_runtime_context().get_node_id())
-
-    def attach_ring(self, path: str) -> Any:
-        """Map the shared-memory ring the consumer made for this worker (on its node); large
-        buffers go there from now on. ``None``, or an error record if it cannot be mapped."""
-        try:
-            self.ring = RingWriter(path, 0)
-        except BaseException as e:
-            return msg.capture_error(e, f"mapping the shared-memory ring in {self.where}")
-        return None
 
     def length(self) -> Any:
         try:
