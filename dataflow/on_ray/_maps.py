@@ -51,8 +51,8 @@ from ..parallel import _messages as msg
 from ..parallel._map_base import ParallelMapBase, RngKey, TaskId, apply_map
 from ..parallel._pool import resolve_shm_bytes
 from ..parallel._shm import RingReader
-from ._connect import actor_options, connected_ray, ray_module
-from ._node_ring import RingActor, node_ring
+from ._connect import actor_options, connected_ray
+from ._node_ring import RingActor, node_ring, release
 from ._owned import owned
 from ._wire import Packed, pack, unpack
 
@@ -373,13 +373,4 @@ class RayMapData(ParallelMapBase):
         self._sent_bytes = {}
         rings, self._rings = self._rings, []
         self._func_ref = None
-        for ring in rings:  # arrays the consumer still holds keep their part mapped
-            if ring is not None:
-                ring.close()
-        if not actors:
-            return
-        ray = ray_module(type(self).__name__)
-        if not ray.is_initialized():  # Ray was shut down first: its actors are gone with it
-            return
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
+        release(type(self).__name__, actors, rings)

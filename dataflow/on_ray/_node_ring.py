@@ -15,7 +15,7 @@ from ..parallel import _messages as msg
 from ..parallel._shm import RingReader, RingWriter
 from ._connect import ray_module
 
-__all__ = ["RingActor", "node_ring"]
+__all__ = ["RingActor", "node_ring", "release"]
 
 
 class RingActor:
@@ -69,3 +69,15 @@ def node_ring(
         rings.close()
         return None
     return rings
+
+
+def release(stage: str, actors: list[Any], rings: list[RingReader | None]) -> None:
+    """Close the consumer's side of the rings (arrays it still holds keep their part mapped)
+    and kill the actors (nothing to kill once Ray was shut down: they went with it)."""
+    for ring in rings:
+        if ring is not None:
+            ring.close()
+    ray = ray_module(stage) if actors else None
+    if ray is not None and ray.is_initialized():
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
