@@ -53,8 +53,7 @@ from ..parallel._pool import resolve_shm_bytes
 from ..parallel._shm import RingReader
 from ._connect import actor_options, connected_ray
 from ._node_ring import RingActor, node_ring, release
-from ._owned import owned
-from ._wire import Packed, pack, unpack
+from ._wire import Packed, owned, pack, unpack
 
 __all__ = [
     "ACTORS_PER_CALL_SECONDS",

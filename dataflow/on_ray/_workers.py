@@ -19,9 +19,8 @@ from ..parallel._shm import RingReader
 from ._connect import ray_module
 from ._flow_actor import Pulled, Start
 from ._node_ring import node_ring, release
-from ._owned import owned
 from ._restart import Lineage
-from ._wire import unpack
+from ._wire import owned, unpack
 
 __all__ = ["Workers"]
 
