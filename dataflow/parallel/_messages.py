@@ -107,12 +107,6 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _dumps(obj: Any, buffer_callback: Any) -> bytes:
-    out = io.BytesIO()
-    _Pickler(out, protocol=5, buffer_callback=buffer_callback).dump(obj)
-    return out.getvalue()
-
-
 def _frames(kind: bytes, worker: int, obj: Any, ring: RingWriter | None) -> tuple[list[Any], int]:
     header = kind + worker.to_bytes(2, "big")
     buffers: list[pickle.PickleBuffer] = []
@@ -123,7 +117,9 @@ def _frames(kind: bytes, worker: int, obj: Any, ring: RingWriter | None) -> tupl
         buffers.append(buf)
         return False
 
-    body = _dumps(obj, keep_large)
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=keep_large).dump(obj)
+    body = out.getvalue()
     if not buffers:
         return [header, body], len(body)
     size = len(body) + sum(buf.raw().nbytes for buf in buffers)
