@@ -99,16 +99,9 @@ def _open_map(path: str) -> tuple[mmap.mmap, int]:
 
 
 class RingWriter:
-    """The worker's side of one ring (single producer). Not thread-safe.
-
-    Allocation is first-fit over the gaps between live buffers, so one array the consumer
-    keeps for long only takes its own bytes; it does not block the rest of the ring.
-
-    Bytes of the data area beyond ``reserved`` are never touched: before a buffer lands
-    there, the writer reserves up to its end and beyond (at least :data:`_GROW_MIN`, and at
-    least doubling what it has), with ``posix_fallocate``. If that fails (``/dev/shm`` filled
-    up meanwhile), the ring stays at what it has, and larger buffers go over ZMQ.
-    """
+    """The worker's side of one ring (single producer; first-fit allocation, space reserved
+    as it is needed, at least :data:`_GROW_MIN` and at least doubling: see the module
+    docstring). Not thread-safe."""
 
     def __init__(self, path: str, index: int) -> None:
         self.index = index
