@@ -1,11 +1,6 @@
 """Thread-based :class:`MultiThreadRunner`: ``num_thread`` copies of a flow, each in its own
-thread, merged through one queue (re-exported by :mod:`dataflow.parallel._threads`).
-
-Every wait is a poll loop, so a ``timeout=`` is honoured and closing never deadlocks; a
-thread stuck inside user code cannot be interrupted, so ``close()`` waits for it at most one
-second and leaves it as a daemon. An exception in a thread is raised in the consumer as
-itself, with a note naming the stage and the thread.
-"""
+thread, merged through one queue. Waits, ``close()`` and errors are those of every thread
+stage (see :mod:`dataflow.parallel._threads`), which re-exports it."""
 
 from __future__ import annotations
 
