@@ -72,7 +72,8 @@ class FlowActor(RingActor):
             flow.reset_state()
             if self.state_to_load is not None:
                 flow.load_state_dict(self.state_to_load)
-                if _saved_live(self.state_to_load):  # go on with the saved epoch
+                root = self.state_to_load.get("root")
+                if not isinstance(root, Mapping) or root.get("live"):  # saved inside an epoch: go on
                     self.it = iter(flow)
             self.flow = flow
         return self.flow
@@ -138,25 +139,14 @@ class FlowActor(RingActor):
         before, else an error record."""
         for gen, n, count, ended, repeat in pulls:
             for _ in range(repeat):
-                if (err := self._replay_one(gen, n, count, ended)) is not None:
-                    return err
+                _, kind, payload, now_ended = self._next(gen, n)
+                if kind == msg.ERROR:
+                    return payload
+                if (len(payload), now_ended) != (count, ended):
+                    e = RuntimeError(
+                        f"replaying the lost worker's stream gave {len(payload)} datapoints "
+                        f"(ended={now_ended}) where it had given {count} (ended={ended}): the flow is "
+                        f"not deterministic from its seed and state, so it cannot be resumed exactly"
+                    )
+                    return msg.capture_error(e, f"the restarted {self.where}")
         return None
-
-    def _replay_one(self, gen: int, n: int, count: int, ended: bool) -> Any:
-        _, kind, payload, now_ended = self._next(gen, n)
-        if kind == msg.ERROR:
-            return payload
-        if (len(payload), now_ended) == (count, ended):
-            return None
-        e = RuntimeError(
-            f"replaying the lost worker's stream gave {len(payload)} datapoints "
-            f"(ended={now_ended}) where it had given {count} (ended={ended}): the flow is not "
-            f"deterministic from its seed and state, so it cannot be resumed exactly"
-        )
-        return msg.capture_error(e, f"the restarted {self.where}")
-
-
-def _saved_live(state: Mapping[str, Any]) -> bool:
-    """Whether a pipeline state was saved inside an epoch (else: between epochs)."""
-    root = state.get("root")
-    return bool(root.get("live")) if isinstance(root, Mapping) else True
