@@ -132,16 +132,12 @@ class RingWriter:
         """Start offset of the lowest free gap of ``n`` bytes (first-fit: while the consumer
         keeps up, the same few cache-warm slots are reused, where next-fit's writes would
         always land in memory gone cold)."""
-        live, cap = self._live, self._cap
-        gaps = []
         prev_end = 0
-        for start, end, _ in live:
+        for start, end, _ in self._live:
             if start - prev_end >= n:
-                gaps.append(prev_end)
+                return prev_end
             prev_end = end
-        if cap - prev_end >= n:
-            gaps.append(prev_end)
-        return gaps[0] if gaps else None
+        return prev_end if self._cap - prev_end >= n else None
 
     def _try_place(self, size: int) -> tuple[int, int] | None:
         self._reclaim()
