@@ -84,10 +84,10 @@ class RayRunner(DataFlow[Any]):
             a worker on this node, writable views of its shared-memory ring.
         shm_bytes: shared memory for the workers that run on the consumer's node, split
             between them (``None``: 256 MiB, at most half of what ``/dev/shm`` has free;
-            ``0``: none). Their large arrays are copied there once, at memory speed,
-            instead of through Ray's object store (about 2 GB/s measured here). An array you
-            keep holds its part of the ring; when a ring is full, arrays go through Ray's
-            store again. Workers on other nodes always use the object store.
+            ``0``: none). Their large arrays are copied there once instead of going through
+            Ray's object store. An array you keep holds its part of the ring; when a ring is
+            full, arrays go through Ray's store again. Workers on other nodes always use the
+            object store.
     """
 
     _resume: int  # set only by a live load (_set_state); the next __iter__ takes it

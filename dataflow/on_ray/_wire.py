@@ -11,12 +11,10 @@ goes through Ray's cloudpickle, as Ray would have sent it.
 
 A worker on the consumer's own node is given a shared-memory ring instead (the one the
 process runners use, :mod:`dataflow.parallel._shm`): its large buffers are copied there
-(one memcpy, at memory speed, where Ray's put measured about 2 GB/s) and travel as
-descriptors; the consumer rebuilds them as views of the ring, each freed for reuse when the
-consumer drops it. A buffer that finds no room goes to Ray's store as before.
-
-Either way the consumer's large arrays are read-only views; :func:`owned` gives private,
-writable copies (``copy=True``).
+(one memcpy) and travel as descriptors; the consumer rebuilds them as views of the ring,
+each freed for reuse when the consumer drops it. A buffer that finds no room goes to Ray's
+store as before. For ``copy=True``, :func:`owned` replaces the read-only arrays of a
+received datapoint with private, writable copies.
 """
 
 from __future__ import annotations
