@@ -264,23 +264,19 @@ def checking_only() -> bool:
     return _checking.get()
 
 
-def _check_stage(flow: Stage, node: dict[str, Any]) -> None:
-    """Run the stage's own checks of its part now, so that a state that does not fit fails
-    at ``load_state_dict`` and not at the next epoch: ``_set_state`` runs on a stand-in that
-    shares the stage's attributes, and what it assigns is dropped."""
-    stand_in = object.__new__(type(flow))
-    stand_in.__dict__.update(flow.__dict__)
+def _apply(plan: list[tuple[Stage, dict[str, Any]]]) -> None:
+    # each stage's own checks of its part run now, so that a state that does not fit fails at
+    # load_state_dict and not at the next epoch: _set_state runs on a stand-in that shares
+    # the stage's attributes, and what it assigns is dropped
     token = _checking.set(True)
     try:
-        stand_in._set_state(node["state"], node["live"])
+        for flow, node in plan:
+            if _mode(type(flow)) == HOOKS:
+                stand_in = object.__new__(type(flow))
+                stand_in.__dict__.update(flow.__dict__)
+                stand_in._set_state(node["state"], node["live"])
     finally:
         _checking.reset(token)
-
-
-def _apply(plan: list[tuple[Stage, dict[str, Any]]]) -> None:
-    for flow, node in plan:
-        if _mode(type(flow)) == HOOKS:
-            _check_stage(flow, node)
     for flow, node in plan:
         if "custom" in node:
             flow.load_state_dict(node["custom"])

@@ -55,11 +55,7 @@ def field(stage: str, state: Mapping[str, Any], key: str, kind: type | tuple[typ
         )
     value = state[key]
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(value, bool) and bool not in kinds:
-        ok = False
-    else:
-        ok = isinstance(value, kinds)
-    if not ok:
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         names = "/".join(k.__name__ for k in kinds)
         got = f"{type(value).__name__} ({value!r:.60})"
         raise StateError(f"{stage}: state field {key!r} must be {names}, got {got}")

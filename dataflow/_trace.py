@@ -53,19 +53,12 @@ class Tracer:
     # -- tracks ---------------------------------------------------------------------------
     def stage_track(self, stage: object, name: str | None = None, sort: int | None = None) -> tuple[int, int]:
         """The track of a pipeline stage (registered with ``name`` on first use)."""
-        key = ("stage", id(stage))
-        track = self._tracks.get(key)
-        if track is None:
-            track = self._new_thread(key, name or type(stage).__name__, sort)
-        return track
+        return self._thread_track(("stage", id(stage)), name or type(stage).__name__, sort)
 
     def thread_track(self, stage: object, index: int) -> tuple[int, int]:
         """The track of worker thread ``index`` of ``stage``."""
-        key = ("thread", id(stage), index)
-        track = self._tracks.get(key)
-        if track is None:
-            track = self._new_thread(key, f"{type(stage).__name__} thread {index}", 10_000 + index)
-        return track
+        name = f"{type(stage).__name__} thread {index}"
+        return self._thread_track(("thread", id(stage), index), name, 10_000 + index)
 
     def worker_track(self, stage: object, index: int, pid: int | None) -> tuple[int, int]:
         """The track of worker process ``index`` of ``stage`` (its OS ``pid``)."""
@@ -81,7 +74,11 @@ class Tracer:
                 self._meta.append(_meta("thread_name", wpid, wpid, "map tasks"))
         return track
 
-    def _new_thread(self, key: Any, name: str, sort: int | None) -> tuple[int, int]:
+    def _thread_track(self, key: Any, name: str, sort: int | None) -> tuple[int, int]:
+        """The consumer-thread track ``key``, made on first use (once, whatever the threads)."""
+        track = self._tracks.get(key)
+        if track is not None:
+            return track
         with self._lock:
             track = self._tracks.get(key)
             if track is None:

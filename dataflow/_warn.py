@@ -14,17 +14,11 @@ __all__ = ["warn"]
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first caller outside this package, counted from our caller's
-    caller (the frame that calls :func:`warn`'s caller is 2 from ``warnings.warn``)."""
-    frame = sys._getframe(2)  # the function that called warn()
+def warn(message: str, category: type[Warning]) -> None:
+    """``warnings.warn(message, category)`` attributed to the user's code."""
+    frame = sys._getframe(1)  # the function that called warn(): stacklevel 2
     level = 2
     while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back
         level += 1
-    return level
-
-
-def warn(message: str, category: type[Warning]) -> None:
-    """``warnings.warn(message, category)`` attributed to the user's code."""
-    warnings.warn(message, category, stacklevel=_user_stacklevel())
+    warnings.warn(message, category, stacklevel=level)

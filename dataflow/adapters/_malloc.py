@@ -32,17 +32,13 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
 _OPT_OUT = "DATAFLOW_MALLOPT"
 
 
-def _glibc() -> Any:
-    """glibc's ``mallopt`` if the process's C library is glibc, else ``None``."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
-        return libc.mallopt
-    except (OSError, AttributeError, TypeError):  # TypeError: Windows has no CDLL(None)
-        return None
-
-
-_mallopt = _glibc()
+_mallopt: Any = None  # glibc's, if the process's C library is glibc
+try:
+    _libc = ctypes.CDLL(None)
+    _libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
+    _mallopt = _libc.mallopt
+except (OSError, AttributeError, TypeError):  # TypeError: Windows has no CDLL(None)
+    pass
 _logged = False
 
 

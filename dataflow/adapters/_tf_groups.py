@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..base import close_iterator
 from ..ops._stack import StackComponent
 from ._malloc import lift_mmap_threshold
 from ._require import require
@@ -65,9 +66,7 @@ def grouped_dataset(open_flow: Callable[[StackComponent], Iterator[Any]], signat
             for arrays in filler.groups(it):
                 yield dict(zip(keys, arrays)) if keys is not None else tuple(arrays)
         finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
+            close_iterator(it)
 
     groups = generator_dataset(generator, group_signature)
     if keys is not None:

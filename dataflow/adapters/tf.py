@@ -151,12 +151,9 @@ def DummyConstantInput(shapes: Sequence[Sequence[int]], dtypes: Any = "float32")
     dts = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes] * len(shapes)
     if len(dts) != len(shapes):
         raise ValueError(f"DummyConstantInput: {len(shapes)} shapes but {len(dts)} dtypes")
-    tensors = tuple(tf.zeros(s, dtype=_as_tf_dtype(d)) for s, d in zip(shapes, dts))
+    tf_dtypes = [d if isinstance(d, tf.dtypes.DType) else tf.as_dtype(np.dtype(d)) for d in dts]
+    tensors = tuple(tf.zeros(s, dtype=d) for s, d in zip(shapes, tf_dtypes))
     return tf.data.Dataset.from_tensors(tensors).repeat()
-
-
-def _as_tf_dtype(d: Any) -> Any:
-    return d if isinstance(d, tf.dtypes.DType) else tf.as_dtype(np.dtype(d))
 
 
 def stage_to_device(dataset: Any, device: str = "/gpu:0", buffer_size: int = 1) -> Any:
@@ -240,24 +237,22 @@ class QueueInput:
                 self._error = e
                 self.queue.close(cancel_pending_enqueues=True)
 
-    def _raise_if_failed(self, e: Exception) -> None:
-        if self._error is not None:
-            raise WorkerError(
-                f"{type(self).__name__}: the flow raised {type(self._error).__name__}: {self._error}",
-                type_name=type(self._error).__qualname__,
-            ) from self._error
-        raise e
-
-    def _structure(self, tensors: Any) -> Any:
-        tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
-        return dict(zip(self._keys, tensors)) if self._keys else tuple(tensors)
+    def _dequeue_op(self) -> Any:
+        return self.queue.dequeue()
 
     def dequeue(self) -> Any:
         """The next datapoint as tensors (a tuple, or a dict for dict datapoints)."""
         try:
-            return self._structure(self.queue.dequeue())
-        except (tf.errors.OutOfRangeError, tf.errors.CancelledError) as e:
-            self._raise_if_failed(e)
+            tensors = self._dequeue_op()
+        except (tf.errors.OutOfRangeError, tf.errors.CancelledError):
+            if self._error is None:
+                raise
+            raise WorkerError(
+                f"{type(self).__name__}: the flow raised {type(self._error).__name__}: {self._error}",
+                type_name=type(self._error).__qualname__,
+            ) from self._error
+        tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+        return dict(zip(self._keys, tensors)) if self._keys else tuple(tensors)
 
     def size(self) -> int:
         return int(self.queue.size())
@@ -292,8 +287,5 @@ class BatchQueueInput(QueueInput):
                 "BatchQueueInput: dequeue_many needs fully defined shapes; pass output_signature"
             )
 
-    def dequeue(self) -> Any:
-        try:
-            return self._structure(self.queue.dequeue_many(self.batch_size))
-        except (tf.errors.OutOfRangeError, tf.errors.CancelledError) as e:
-            self._raise_if_failed(e)
+    def _dequeue_op(self) -> Any:
+        return self.queue.dequeue_many(self.batch_size)

@@ -28,7 +28,7 @@ from typing import Any
 from .. import _seeding as seeding
 from ..base import DataFlow
 from ..parallel import _messages as msg
-from ..parallel._shm import RingWriter
+from ._node_ring import RingActor
 from ._wire import approx_size, pack
 
 __all__ = ["FlowActor", "Pulled", "Start"]
@@ -39,7 +39,7 @@ Pulled = tuple[int, bytes, Any, bool, Any]
 Start = tuple[int, bool, Mapping[str, Any] | None]
 
 
-class FlowActor:
+class FlowActor(RingActor):
     def __init__(
         self,
         source: DataFlow[Any] | Callable[[], DataFlow[Any]],
@@ -55,7 +55,6 @@ class FlowActor:
         self.gen, self.waiting, self.state_to_load = start
         self.chunk_bytes = chunk_bytes
         self.flow: DataFlow[Any] | None = None
-        self.ring: RingWriter | None = None  # on the consumer's node: see attach_ring
         self.it: Iterator[Any] | None = None
         self.produced = self.state_to_load is not None  # a resumed pass may have nothing left
         self.where = f"worker {index} of RayRunner (pid {os.getpid()})"
@@ -73,28 +72,11 @@ class FlowActor:
             flow.reset_state()
             if self.state_to_load is not None:
                 flow.load_state_dict(self.state_to_load)
-                if _saved_live(self.state_to_load):  # go on with the saved epoch
+                root = self.state_to_load.get("root")
+                if not isinstance(root, Mapping) or root.get("live"):  # saved inside an epoch: go on
                     self.it = iter(flow)
             self.flow = flow
         return self.flow
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node(self) -> str:
-        """The Ray node this worker runs on."""
-        import ray
-
-        return str(ray.get_runtime_context().get_node_id())
-
-    def attach_ring(self, path: str) -> Any:
-        """Map the shared-memory ring the consumer made for this worker (on its node); large
-        buffers go there from now on. ``None``, or an error record if it cannot be mapped."""
-        try:
-            self.ring = RingWriter(path, 0)
-        except BaseException as e:
-            return msg.capture_error(e, f"mapping the shared-memory ring in {self.where}")
-        return None
 
     def length(self) -> Any:
         try:
@@ -157,25 +139,14 @@ class FlowActor:
         before, else an error record."""
         for gen, n, count, ended, repeat in pulls:
             for _ in range(repeat):
-                if (err := self._replay_one(gen, n, count, ended)) is not None:
-                    return err
+                _, kind, payload, now_ended = self._next(gen, n)
+                if kind == msg.ERROR:
+                    return payload
+                if (len(payload), now_ended) != (count, ended):
+                    e = RuntimeError(
+                        f"replaying the lost worker's stream gave {len(payload)} datapoints "
+                        f"(ended={now_ended}) where it had given {count} (ended={ended}): the flow is "
+                        f"not deterministic from its seed and state, so it cannot be resumed exactly"
+                    )
+                    return msg.capture_error(e, f"the restarted {self.where}")
         return None
-
-    def _replay_one(self, gen: int, n: int, count: int, ended: bool) -> Any:
-        _, kind, payload, now_ended = self._next(gen, n)
-        if kind == msg.ERROR:
-            return payload
-        if (len(payload), now_ended) == (count, ended):
-            return None
-        e = RuntimeError(
-            f"replaying the lost worker's stream gave {len(payload)} datapoints "
-            f"(ended={now_ended}) where it had given {count} (ended={ended}): the flow is not "
-            f"deterministic from its seed and state, so it cannot be resumed exactly"
-        )
-        return msg.capture_error(e, f"the restarted {self.where}")
-
-
-def _saved_live(state: Mapping[str, Any]) -> bool:
-    """Whether a pipeline state was saved inside an epoch (else: between epochs)."""
-    root = state.get("root")
-    return bool(root.get("live")) if isinstance(root, Mapping) else True

@@ -50,11 +50,10 @@ from ..base import DataFlow
 from ..parallel import _messages as msg
 from ..parallel._map_base import ParallelMapBase, RngKey, TaskId, apply_map
 from ..parallel._pool import resolve_shm_bytes
-from ..parallel._shm import RingReader, RingWriter
-from ._connect import actor_options, connected_ray, ray_module
-from ._node_ring import node_ring
-from ._owned import owned
-from ._wire import Packed, pack, unpack
+from ..parallel._shm import RingReader
+from ._connect import actor_options, connected_ray
+from ._node_ring import RingActor, node_ring, release
+from ._wire import Packed, owned, pack, unpack
 
 __all__ = [
     "ACTORS_PER_CALL_SECONDS",
@@ -84,33 +83,14 @@ CALLS_PER_ACTOR = 4
 BUFFER_BYTES = 256 << 20
 
 
-class _MapActor:
+class _MapActor(RingActor):
     """The body of a map actor (made a Ray actor class at start, so importing this module
     needs no Ray). Its methods never raise for the user's errors: they return records."""
 
     def __init__(self, map_func: Callable[..., Any], index: int, seed: int | None) -> None:
         seeding.enter_worker((index,), seed)
         self.map_func = map_func
-        self.ring: RingWriter | None = None  # on the consumer's node: see attach_ring
         self.where = f"map_func in Ray actor {index} (pid {os.getpid()})"
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node(self) -> str:
-        """The Ray node this actor runs on."""
-        import ray
-
-        return str(ray.get_runtime_context().get_node_id())
-
-    def attach_ring(self, path: str) -> Any:
-        """Map the shared-memory ring the consumer made for this actor (on its node); large
-        buffers of the results go there from now on. ``None``, or an error record."""
-        try:
-            self.ring = RingWriter(path, 0)
-        except BaseException as e:
-            return msg.capture_error(e, f"mapping the shared-memory ring in {self.where}")
-        return None
 
     def apply(self, task_id: TaskId, chunk: Packed, rng_key: RngKey) -> tuple[TaskId, bytes, Any, float]:
         """The chunk's results, or an error record (chunk and results packed: see
@@ -392,13 +372,4 @@ class RayMapData(ParallelMapBase):
         self._sent_bytes = {}
         rings, self._rings = self._rings, []
         self._func_ref = None
-        for ring in rings:  # arrays the consumer still holds keep their part mapped
-            if ring is not None:
-                ring.close()
-        if not actors:
-            return
-        ray = ray_module(type(self).__name__)
-        if not ray.is_initialized():  # Ray was shut down first: its actors are gone with it
-            return
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
+        release(type(self).__name__, actors, rings)

@@ -84,10 +84,10 @@ class RayRunner(DataFlow[Any]):
             a worker on this node, writable views of its shared-memory ring.
         shm_bytes: shared memory for the workers that run on the consumer's node, split
             between them (``None``: 256 MiB, at most half of what ``/dev/shm`` has free;
-            ``0``: none). Their large arrays are copied there once, at memory speed,
-            instead of through Ray's object store (about 2 GB/s measured here). An array you
-            keep holds its part of the ring; when a ring is full, arrays go through Ray's
-            store again. Workers on other nodes always use the object store.
+            ``0``: none). Their large arrays are copied there once instead of going through
+            Ray's object store. An array you keep holds its part of the ring; when a ring is
+            full, arrays go through Ray's store again. Workers on other nodes always use the
+            object store.
     """
 
     _resume: int  # set only by a live load (_set_state); the next __iter__ takes it
@@ -185,23 +185,20 @@ class RayRunner(DataFlow[Any]):
         def make(i: int, start: Start) -> Any:
             return cls.remote(source, i, n, self.sharded, seed, start, self.chunk_bytes)
 
+        workers = self._workers
         try:
-            self._workers.start(make, starts)
-            self._length = self._ask_length()
+            workers.start(make, starts)
+            asked = range(n) if self.sharded else range(1)  # every shard, or one copy of the flow
+            lengths = [workers.get(i, workers.actors[i].length.remote(), "len()") for i in asked]
+            for answer in lengths:
+                if isinstance(answer, msg.ErrorRecord):
+                    raise msg.error_for(type(self).__name__, answer)
+            self._length = None if any(x is None for x in lengths) else sum(lengths)
         except BaseException:
-            self._workers.stop()
+            workers.stop()
             raise
         for w in range(n):
             self._top_up(w)
-
-    def _ask_length(self) -> int | None:
-        wanted = range(self.num_workers) if self.sharded else range(1)
-        workers = self._workers
-        lengths = [workers.get(i, workers.actors[i].length.remote(), "len()") for i in wanted]
-        for answer in lengths:
-            if isinstance(answer, msg.ErrorRecord):
-                raise msg.error_for(type(self).__name__, answer)
-        return None if any(x is None for x in lengths) else sum(lengths)
 
     def __len__(self) -> int:
         if self._length is not None:
@@ -288,10 +285,7 @@ class RayRunner(DataFlow[Any]):
                 self._yielded += 1
                 yield current.popleft()
 
-    # -- checkpoints ----------------------------------------------------------------------
-    # The state: every worker's flow state, taken right after the pulls already sent, the
-    # chunks received but not yielded, the round-robin position; checked on load against
-    # num_workers and shard.
+    # -- checkpoints (the state: see the module docstring) ---------------------------------
     def _snapshot(self) -> list[Any]:
         """Every worker's flow state right after the pulls already sent (whose chunks are
         received into the queues meanwhile)."""

@@ -11,9 +11,10 @@ goes through Ray's cloudpickle, as Ray would have sent it.
 
 A worker on the consumer's own node is given a shared-memory ring instead (the one the
 process runners use, :mod:`dataflow.parallel._shm`): its large buffers are copied there
-(one memcpy, at memory speed, where Ray's put measured about 2 GB/s) and travel as
-descriptors; the consumer rebuilds them as views of the ring, each freed for reuse when the
-consumer drops it. A buffer that finds no room goes to Ray's store as before.
+(one memcpy) and travel as descriptors; the consumer rebuilds them as views of the ring,
+each freed for reuse when the consumer drops it. A buffer that finds no room goes to Ray's
+store as before. For ``copy=True``, :func:`owned` replaces the read-only arrays of a
+received datapoint with private, writable copies.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from ..parallel._shm import RingReader, RingWriter
 
-__all__ = ["OOB_MIN_BYTES", "Packed", "approx_size", "pack", "unpack"]
+__all__ = ["OOB_MIN_BYTES", "Packed", "approx_size", "owned", "pack", "unpack"]
 
 #: Ray's own threshold for putting an object in the store instead of the reply
 OOB_MIN_BYTES = 100 * 1024
@@ -79,3 +80,23 @@ def approx_size(obj: Any) -> int:
     if isinstance(obj, dict):
         return 40 + sum(approx_size(k) + approx_size(v) for k, v in obj.items())
     return 32
+
+
+def owned(obj: Any) -> Any:
+    """``obj`` with every read-only numpy array (in lists, tuples and dicts, nested) copied."""
+    if isinstance(obj, np.ndarray):
+        return obj if obj.flags.writeable else obj.copy()
+    if isinstance(obj, list):
+        return [owned(x) for x in obj]
+    if isinstance(obj, dict):
+        out = {k: owned(v) for k, v in obj.items()}
+        if type(obj) is not dict:
+            try:
+                return type(obj)(out)
+            except TypeError:  # e.g. defaultdict: its first argument is the factory
+                pass
+        return out
+    if isinstance(obj, tuple):
+        items = [owned(x) for x in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    return obj

@@ -18,10 +18,9 @@ from ..parallel import _messages as msg
 from ..parallel._shm import RingReader
 from ._connect import ray_module
 from ._flow_actor import Pulled, Start
-from ._node_ring import node_ring
-from ._owned import owned
+from ._node_ring import node_ring, release
 from ._restart import Lineage
-from ._wire import unpack
+from ._wire import owned, unpack
 
 __all__ = ["Workers"]
 
@@ -72,13 +71,7 @@ class Workers:
         actors, self.actors, self.inflight, self.pids, self.lineage = self.actors, [], [], [], []
         rings, self.rings = self.rings, []
         self._make = None
-        for ring in rings:  # arrays the consumer still holds keep their part mapped
-            if ring is not None:
-                ring.close()
-        ray = ray_module(self.stage) if actors else None
-        if ray is not None and ray.is_initialized():
-            for actor in actors:
-                ray.kill(actor, no_restart=True)
+        release(self.stage, actors, rings)
 
     def get(self, w: int, ref: Any, doing: str) -> Any:
         """Worker ``w``'s answer ``ref``; ``TimeoutError`` past the timeout, ``WorkerDied``

@@ -9,8 +9,7 @@ object pickled with protocol 5; small C-contiguous numpy arrays are pickled in b
 array is writable exactly when the sent one was), at about half numpy's own cost, which
 dominates a group of small batches. Buffers of at least :data:`OOB_MIN_BYTES` (numpy arrays)
 travel out of band, as separate frames or, with a shared-memory ring, as descriptors of the
-ring (see :mod:`._shm`), so the receiver's arrays view them without a copy
-(:func:`large_bytes` tells how many bytes of an object would).
+ring (see :mod:`._shm`), so the receiver's arrays view them without a copy.
 
 Pickle is safe here only because both ends are processes of one runner on one machine,
 connected over an abstract-namespace IPC socket; nothing from the network is ever unpickled
@@ -55,7 +54,6 @@ __all__ = [
     "capture_error",
     "decode",
     "error_for",
-    "large_bytes",
     "new_endpoint",
     "recv",
     "recv_parts",
@@ -107,12 +105,6 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def _dumps(obj: Any, buffer_callback: Any) -> bytes:
-    out = io.BytesIO()
-    _Pickler(out, protocol=5, buffer_callback=buffer_callback).dump(obj)
-    return out.getvalue()
-
-
 def _frames(kind: bytes, worker: int, obj: Any, ring: RingWriter | None) -> tuple[list[Any], int]:
     header = kind + worker.to_bytes(2, "big")
     buffers: list[pickle.PickleBuffer] = []
@@ -123,7 +115,9 @@ def _frames(kind: bytes, worker: int, obj: Any, ring: RingWriter | None) -> tupl
         buffers.append(buf)
         return False
 
-    body = _dumps(obj, keep_large)
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=keep_large).dump(obj)
+    body = out.getvalue()
     if not buffers:
         return [header, body], len(body)
     size = len(body) + sum(buf.raw().nbytes for buf in buffers)
@@ -132,24 +126,6 @@ def _frames(kind: bytes, worker: int, obj: Any, ring: RingWriter | None) -> tupl
     descriptors = [ring.write(buf.raw()) for buf in buffers]
     frames = [buf for buf, d in zip(buffers, descriptors) if d is None]
     return [header, body, pickle.dumps(descriptors, protocol=5), *frames], size
-
-
-def large_bytes(obj: Any) -> int:
-    """Bytes of the buffers of ``obj`` that would travel through shared memory (numpy arrays
-    of 16 KiB and more; they are not copied here); -1 if ``obj`` cannot be pickled."""
-    total = 0
-
-    def large(buf: pickle.PickleBuffer) -> bool:
-        nonlocal total
-        n = buf.raw().nbytes
-        total += n if n >= OOB_MIN_BYTES else 0
-        return False  # out of band: not copied into the pickle
-
-    try:
-        pickle.dumps(obj, protocol=5, buffer_callback=large)
-    except Exception:  # unpicklable results fail in the workers, with a clear error
-        return -1
-    return total
 
 
 def send(

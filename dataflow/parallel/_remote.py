@@ -192,7 +192,9 @@ class RemoteDataZMQ(DataFlow[Any]):
                 f"{type(self).__name__} was iterated before reset_state() or after close()"
             )
         with self._guard:
-            self._drop_cut_messages()
+            for sock in self._socks:  # the rest of a message a Ctrl-C cut in the last epoch
+                while sock.getsockopt(zmq.RCVMORE):
+                    sock.recv(zmq.NOBLOCK)
             ended = 0
             while ended < self.num_senders:
                 frames = self._recv()
@@ -225,13 +227,6 @@ class RemoteDataZMQ(DataFlow[Any]):
             self._bad(codec.CodecError(f"a group message holds a {type(dps).__name__}, not a list"))
             return []
         return dps
-
-    def _drop_cut_messages(self) -> None:
-        """Drop the rest of a message whose first parts were received when a Ctrl-C ended
-        the last epoch: read as a message of its own it would be malformed."""
-        for sock in self._socks:
-            while sock.getsockopt(zmq.RCVMORE):
-                sock.recv(zmq.NOBLOCK)
 
     def _tensorpack(self, frame: Any, ours: codec.CodecError) -> Any:
         """A one-frame message from tensorpack's sender (pickle or msgpack), or ``_SKIPPED``."""

@@ -99,16 +99,9 @@ def _open_map(path: str) -> tuple[mmap.mmap, int]:
 
 
 class RingWriter:
-    """The worker's side of one ring (single producer). Not thread-safe.
-
-    Allocation is first-fit over the gaps between live buffers, so one array the consumer
-    keeps for long only takes its own bytes; it does not block the rest of the ring.
-
-    Bytes of the data area beyond ``reserved`` are never touched: before a buffer lands
-    there, the writer reserves up to its end and beyond (at least :data:`_GROW_MIN`, and at
-    least doubling what it has), with ``posix_fallocate``. If that fails (``/dev/shm`` filled
-    up meanwhile), the ring stays at what it has, and larger buffers go over ZMQ.
-    """
+    """The worker's side of one ring (single producer; first-fit allocation, space reserved
+    as it is needed, at least :data:`_GROW_MIN` and at least doubling: see the module
+    docstring). Not thread-safe."""
 
     def __init__(self, path: str, index: int) -> None:
         self.index = index
@@ -139,16 +132,12 @@ class RingWriter:
         """Start offset of the lowest free gap of ``n`` bytes (first-fit: while the consumer
         keeps up, the same few cache-warm slots are reused, where next-fit's writes would
         always land in memory gone cold)."""
-        live, cap = self._live, self._cap
-        gaps = []
         prev_end = 0
-        for start, end, _ in live:
+        for start, end, _ in self._live:
             if start - prev_end >= n:
-                gaps.append(prev_end)
+                return prev_end
             prev_end = end
-        if cap - prev_end >= n:
-            gaps.append(prev_end)
-        return gaps[0] if gaps else None
+        return prev_end if self._cap - prev_end >= n else None
 
     def _try_place(self, size: int) -> tuple[int, int] | None:
         self._reclaim()

@@ -1,11 +1,6 @@
 """Thread-based :class:`MultiThreadRunner`: ``num_thread`` copies of a flow, each in its own
-thread, merged through one queue (re-exported by :mod:`dataflow.parallel._threads`).
-
-Every wait is a poll loop, so a ``timeout=`` is honoured and closing never deadlocks; a
-thread stuck inside user code cannot be interrupted, so ``close()`` waits for it at most one
-second and leaves it as a daemon. An exception in a thread is raised in the consumer as
-itself, with a note naming the stage and the thread.
-"""
+thread, merged through one queue. Waits, ``close()`` and errors are those of every thread
+stage (see :mod:`dataflow.parallel._threads`), which re-exports it."""
 
 from __future__ import annotations
 
@@ -127,23 +122,20 @@ class MultiThreadRunner(DataFlow[Any]):
         self._yielded = self.__dict__.pop("_resume", 0)
         return self._track(self._epoch())
 
-    def _next(self) -> Any:
-        if self._local:
-            item = self._local.popleft()
-        else:
-            item = get(self._queue, type(self).__name__, self.timeout, self._threads)
-        if type(item) is tuple and len(item) == 2 and item[0] is END:
-            raise msg.error_for(type(self).__name__, item[1])
-        return item
-
     def _epoch(self) -> Iterator[Any]:
+        stage = type(self).__name__
         with self._guard:
             try:
                 size: int | None = len(self)
             except (TypeError, NotImplementedError):
                 size = None
             while size is None or self._yielded < size:
-                item = self._next()
+                if self._local:  # read from self each time: a load mid-epoch replaces it
+                    item = self._local.popleft()
+                else:
+                    item = get(self._queue, stage, self.timeout, self._threads)
+                if type(item) is tuple and len(item) == 2 and item[0] is END:
+                    raise msg.error_for(stage, item[1])
                 self._yielded += 1
                 yield item
 
@@ -151,9 +143,7 @@ class MultiThreadRunner(DataFlow[Any]):
         """Stop and join the threads (each at most ~1 s). Idempotent."""
         self._pause.release()
         with deferred_sigint():  # bounded (~1 s): a Ctrl-C here must not strand a thread
-            started = [t for t in self._threads if t.ident is not None]
-            stop_threads(started, self._stop, getattr(self, "_queue", None))
-            self._threads.clear()
+            stop_threads(self._threads, self._stop, getattr(self, "_queue", None))
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__

@@ -60,7 +60,8 @@ def start_thread(
 
 def stop_threads(threads: list[threading.Thread], stop: threading.Event, q: queue.Queue[Any] | None) -> None:
     """Ask threads to stop and join each for at most ~1 s in all (a thread stuck in user code
-    cannot be interrupted: it is left as a daemon)."""
+    cannot be interrupted: it is left as a daemon; one never started is not alive, so it is
+    not joined), then empty ``threads``."""
     stop.set()
     deadline = time.monotonic() + 1.0
     for t in threads:

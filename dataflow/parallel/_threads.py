@@ -132,5 +132,4 @@ class MultiThreadMapData(ParallelMapBase):
 
     def _stop(self) -> None:
         with deferred_sigint():  # bounded (~1 s): a Ctrl-C here must not strand a thread
-            stop_threads([t for t in self._threads if t.ident is not None], self._stopping, None)
-            self._threads.clear()
+            stop_threads(self._threads, self._stopping, None)

@@ -49,22 +49,7 @@ class _TimedUpstream(ProxyDataFlow):
         return getattr(self.ds, name)
 
     def __iter__(self) -> Iterator[Any]:
-        return self._timed() if self.tracer is None else self._traced(self.tracer)
-
-    def _timed(self) -> Iterator[Any]:
-        clock = time.perf_counter
-        t0 = clock()
-        for dp in self.ds:
-            self.seconds += clock() - t0
-            self.items += 1
-            self.calls += 1
-            yield dp
-            t0 = clock()
-        self.seconds += clock() - t0
-        self.calls += 1
-
-    def _traced(self, tr: _trace.Tracer) -> Iterator[Any]:
-        clock = time.perf_counter
+        clock, tr = time.perf_counter, self.tracer
         track, reader, label = self.track, self.reader, self.label
         wait = f"waiting for {label}"
         t0 = clock()
@@ -73,15 +58,17 @@ class _TimedUpstream(ProxyDataFlow):
             self.seconds += t1 - t0
             self.items += 1
             self.calls += 1
-            tr.span(track, label, t0, t1)
-            if reader is not None:
-                tr.span(reader, wait, t0, t1, "wait")
+            if tr is not None:
+                tr.span(track, label, t0, t1)
+                if reader is not None:
+                    tr.span(reader, wait, t0, t1, "wait")
             yield dp
             t0 = clock()
         t1 = clock()
         self.seconds += t1 - t0
         self.calls += 1
-        tr.span(track, f"{label}: end of epoch", t0, t1)
+        if tr is not None:
+            tr.span(track, f"{label}: end of epoch", t0, t1)
 
 
 Proxy = Callable[[Any, int], "_TimedUpstream"]  # (the flow to time, its position in the chain)

@@ -193,13 +193,7 @@ def _profile(
             stream.close()
         for stage, orig in reversed(installed):
             stage.ds = orig
-    return _result(chain, proxies, cost, size, seconds, warmup, workers)
-
-
-def _result(
-    chain: list[Any], proxies: list[_TimedUpstream], cost: float, size: int, seconds: float, warmup: int,
-    workers: tuple[WorkerUsage, ...] = (),
-) -> ProfileResult:
+    # a stage's own time: its proxy's, less the proxy below it and that proxy's own cost
     own: list[float] = []
     opaque: list[bool] = []
     for k, p in enumerate(proxies):

@@ -105,17 +105,6 @@ def _maps(df: DataFlow[Any]) -> list[tuple[Any, Any]]:
     return found
 
 
-def _rebuilt(stage: Any, num_proc: Any, buffer_size: Any, ram_budget: int | str | None) -> Any:
-    o = stage.options
-    return type(stage)(
-        stage.ds, num_proc, stage.map_func, buffer_size, stage.strict, ordered=stage.ordered,
-        item_rng=stage.item_rng, start_method=o.start_method, seed=stage.seed, timeout=stage.timeout,
-        shm_bytes=stage.shm_bytes, copy=stage.copy,
-        chunk="auto" if stage._chunk_fixed is None else stage._chunk_fixed,
-        ram_budget=stage.ram_budget if ram_budget is None else ram_budget,
-    )
-
-
 def configured(
     make_flow: Callable[[], DataFlow[Any]], num_proc: Any, buffer_size: Any,
     ram_budget: int | str | None = None,
@@ -125,7 +114,13 @@ def configured(
     df = make_flow()
     found = _maps(df)
     for parent, stage in found:
-        new = _rebuilt(stage, num_proc, buffer_size, ram_budget)
+        new = type(stage)(
+            stage.ds, num_proc, stage.map_func, buffer_size, stage.strict, ordered=stage.ordered,
+            item_rng=stage.item_rng, start_method=stage.options.start_method, seed=stage.seed,
+            timeout=stage.timeout, shm_bytes=stage.shm_bytes, copy=stage.copy,
+            chunk="auto" if stage._chunk_fixed is None else stage._chunk_fixed,
+            ram_budget=stage.ram_budget if ram_budget is None else ram_budget,
+        )
         if parent is None:
             df = new
         else:
