@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -66,11 +67,32 @@ class ShardData(ProxyDataFlow):
             )
         self.num_shards, self.index = n, i
         self.spec = ShardSpec(n, i, bool(equal), bool(pad))
+        # a shard of a shard read by index/file: a copy of it that reads only this part
+        split = getattr(ds, "_split_shard", None)
+        part = split(self.spec) if isinstance(ds, ShardData) and callable(split) else None
+        if part is not None:
+            self.ds, self.by_index = part, True
+            return
         # a random-access source visits this rank's indices, a file reader reads its files
         take_shard = getattr(ds, "_set_shard", None)
         self.by_index = callable(take_shard) and bool(take_shard(self.spec))
         if not self.by_index:
             _hint_index_sharding(ds)
+
+    def _split_shard(self, spec: ShardSpec) -> ShardData | None:
+        """A copy of this shard whose source reads only part ``spec`` of this shard's
+        indices/files/pieces (asked by a :class:`ShardData` right above: the workers of this
+        rank), or ``None`` where that is not exact (then that one shards by position). This
+        shard and its source are unchanged, so any number of such parts can be built."""
+        split = getattr(self.ds, "_split_shard", None)
+        if not self.by_index or not callable(split):
+            return None
+        source = split(spec)
+        if source is None:
+            return None
+        part = copy.copy(self)
+        part.ds = source
+        return part
 
     def reset_state(self) -> None:
         super().reset_state()
