@@ -120,6 +120,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self._token = 0
         self._worker_states: list[Any] | None = None  # where each worker starts (a loaded state)
         self._stopped_by: str | None = None  # what stopped the workers of a started runner
+        # during a snapshot: the messages of workers that already answered, kept out of it
+        self._late: dict[int, list[tuple[bytes, Any]]] | None = None
 
     def _state_upstreams(self) -> tuple[DataFlow[Any], ...]:
         return ()  # the flow runs in the workers; their states are this stage's own
@@ -153,7 +155,10 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
     def _receive(self, pool: ProcessPool) -> Any:
         """Receive one message; returns a STATE payload, else ``None`` (data is buffered)."""
         worker, kind, obj = pool.recv()
-        if self.sharded and kind in (msg.GROUP, msg.DATA):
+        late = self._late
+        if late is not None and worker in late and kind in (msg.GROUP, msg.DATA):
+            late[worker].append((kind, obj))  # sent after its state: not part of the snapshot
+        elif self.sharded and kind in (msg.GROUP, msg.DATA):
             self._take_part(worker, obj if kind == msg.GROUP else [obj])
         elif kind == msg.GROUP:
             self._buffer.extend(obj)
@@ -276,18 +281,38 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             pool.send(worker, msg.CONTROL, ("snapshot", self._token))
         states: list[Any] = [None] * self.num_proc
         missing = self.num_proc
-        while missing:
-            answer = self._receive(pool)
-            if answer is None:
-                continue
-            worker, (token, state) = answer
-            if token != self._token:
-                continue
-            if isinstance(state, msg.ErrorRecord):
-                raise msg.error_for(type(self).__name__, state)
-            states[worker] = state
-            missing -= 1
+        self._late = {}
+        try:
+            while missing:
+                answer = self._receive(pool)
+                if answer is None:
+                    continue
+                worker, (token, state) = answer
+                if token != self._token:
+                    continue
+                if isinstance(state, msg.ErrorRecord):
+                    raise msg.error_for(type(self).__name__, state)
+                states[worker] = state
+                self._late[worker] = []
+                missing -= 1
+        except BaseException:
+            self._release_late()
+            raise
         return states
+
+    def _release_late(self) -> None:
+        """Take in what workers sent after answering a snapshot (once the state is built)."""
+        late, self._late = self._late, None
+        for worker, messages in (late or {}).items():
+            for kind, obj in messages:
+                if self.sharded:
+                    self._take_part(worker, obj if kind == msg.GROUP else [obj])
+                elif kind == msg.GROUP:
+                    self._buffer.extend(obj)
+                    self._received += len(obj)
+                else:
+                    self._buffer.append(obj)
+                    self._received += 1
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         stage = type(self).__name__
@@ -302,17 +327,21 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             except KeyboardInterrupt:
                 self._stop_after_interrupt(pool, "state_dict()")
                 raise
-        yielded = self._received - len(self._buffer)
-        buffered = list(self._buffer)
-        state = {
-            "num_proc": self.num_proc,
-            "workers": states,
-            "buffer": encode_items(stage, buffered, "datapoints received, not yielded") if buffered else None,
-            "delivered": yielded - self._epoch_start if live else 0,
-        }
-        if self.sharded:
-            held = [_segments(stage, h) for h in self._held]
-            state.update(shard=True, ended=sorted(self._ended), held=held)
+        try:
+            yielded = self._received - len(self._buffer)
+            buffered = list(self._buffer)
+            what = "datapoints received, not yielded"
+            state = {
+                "num_proc": self.num_proc,
+                "workers": states,
+                "buffer": encode_items(stage, buffered, what) if buffered else None,
+                "delivered": yielded - self._epoch_start if live else 0,
+            }
+            if self.sharded:
+                held = [_segments(stage, h) for h in self._held]
+                state.update(shard=True, ended=sorted(self._ended), held=held)
+        finally:
+            self._release_late()
         return state
 
     def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
