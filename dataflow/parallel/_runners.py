@@ -102,7 +102,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         super().__init__(ds)
         stage = type(self).__name__
         self.num_proc = check_int(stage, "num_proc", num_proc)
-        self.sharded = bool(shard)
+        self.sharded = self._shard = bool(shard)  # _shard: what repr shows
         # shard mode: one seed for all workers, drawn once here when none is given
         self._part_seed = int(np.random.SeedSequence().generate_state(1)[0])
         self._ended: set[int] = set()  # shard mode: workers whose part of this epoch has arrived
