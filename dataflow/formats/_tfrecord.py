@@ -286,6 +286,8 @@ class TFRecordData(DataFlow[Any]):
             return None
         part = copy.copy(self)
         part._worker_shard = spec
+        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
+            part.__dict__.pop(epoch_attr, None)
         return part
 
     def _known_counts(self) -> list[int]:

@@ -231,6 +231,8 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
             return None
         part = copy.copy(self)
         part._worker_shard = spec
+        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
+            part.__dict__.pop(epoch_attr, None)
         return part
 
     def _equal_limit(self, work: list[list[int]], spec: ShardSpec) -> int:

@@ -73,6 +73,7 @@ class MapData(ProxyDataFlow):
             return None
         part = copy.copy(self)
         part.ds = upstream
+        part.__dict__.pop("_epoch_ref", None)
         return part
 
     def __iter__(self) -> Iterator[Any]:

@@ -106,6 +106,8 @@ class ShardData(ProxyDataFlow):
             return None
         part = copy.copy(self)
         part.ds = source
+        for epoch_attr in ("_resume", "_epoch_ref"):  # no epoch of this shard's goes on in it
+            part.__dict__.pop(epoch_attr, None)
         return part
 
     def reset_state(self) -> None:

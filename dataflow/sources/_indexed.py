@@ -94,6 +94,8 @@ class IndexedSource(RNGDataFlow[T_co]):
             return None
         part = copy.copy(self)
         part._shard = ShardSpec(spec.num_shards, spec.index, spec.equal, spec.pad, parent=self._shard)
+        part._cursor, part._resume_position = None, None  # no epoch of this source's goes on in it
+        part.__dict__.pop("_epoch_ref", None)
         return part
 
     def __iter__(self) -> Iterator[Any]:

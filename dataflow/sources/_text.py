@@ -142,6 +142,8 @@ class TextLineData(RNGDataFlow[Any]):
         part = copy.copy(self)
         part._rank_files = spec.split(self._rank_files)
         part._worker_split = True
+        for epoch_attr in ("_resume", "_where", "_epoch_ref"):  # no epoch of this reader's goes on in it
+            part.__dict__.pop(epoch_attr, None)
         return part
 
     def io_stats(self) -> dict[str, int]:
