@@ -252,3 +252,60 @@ def test_a_worker_state_resumes_with_the_same_workers_only() -> None:
     other = D.DataFromList(list(range(40)), shuffle=True, seed=2).shard(2, 0).shard(4, 0, equal=False)
     with pytest.raises(StateError):
         other.load_state_dict(states[0])
+
+
+def _text_files(tmp: Path) -> D.DataFlow[Any]:
+    for k in range(7):
+        (tmp / f"t-{k}.txt").write_text("".join(f"{k}:{i}\n" for i in range(k + 2)))
+    return D.TextLineData(str(tmp / "t-*.txt"))
+
+
+def _parquet_files(tmp: Path) -> D.DataFlow[Any]:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    base = 0
+    for k in range(4):
+        ids = list(range(base, base + 3 + 2 * k))
+        pq.write_table(pa.table({"id": ids}), str(tmp / f"p-{k}.parquet"), row_group_size=2)
+        base += len(ids)
+    return D.ParquetData(str(tmp / "p-*.parquet"))
+
+
+def _tar_files(tmp: Path) -> D.DataFlow[Any]:
+    start = 0
+    for k in range(7):
+        samples = [{"__key__": f"s{i:04d}", "cls": i} for i in range(start, start + k + 1)]
+        D.WebDatasetSerializer.save(D.DataFromList(samples, shuffle=False), str(tmp / "w-%03d.tar"),
+                                    maxcount=len(samples), start_shard=k, progress=False, overwrite=True)
+        start += len(samples)
+    return D.WebDatasetData(str(tmp / "w-*.tar"))
+
+
+def _key(dp: Any) -> Any:
+    if isinstance(dp, dict):
+        return int(dp["id"] if "id" in dp else dp["cls"])
+    return dp[0]
+
+
+@pytest.mark.parametrize(
+    ("make", "equal"),
+    [(_text_files, False), (_parquet_files, False), (_parquet_files, True), (_tar_files, False)],
+)
+def test_every_file_reader_splits_a_rank_among_its_workers(tmp_path: Path, make: Any, equal: bool) -> None:
+    """TextLineData, ParquetData (row groups) and WebDatasetData split a rank's part among
+    its workers by file/piece: disjoint, together the rank's epoch."""
+    def epoch(flow: D.DataFlow[Any]) -> list[Any]:
+        flow.reset_state()
+        return [_key(dp) for dp in flow]
+
+    seen: list[Any] = []
+    for r in range(2):
+        rank_epoch = sorted(epoch(make(tmp_path).shard(2, r, equal=equal)))
+        got = []
+        for w in range(2):
+            part = make(tmp_path).shard(2, r, equal=equal).shard(2, w, equal=False)
+            assert part.by_index, "not split by file"
+            got += epoch(part)
+        assert sorted(got) == rank_epoch
+        seen += got
+    assert len(seen) == len(set(seen))
