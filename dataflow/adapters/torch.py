@@ -79,12 +79,15 @@ class DataFlowDataset(IterableDataset[Any]):
 
     **DataLoader workers:** every worker holds a copy of the flow. With ``shard=True``
     (default) worker *i* of *n* runs ``df.shard(n, i, equal=False)``, so each datapoint comes
-    once per epoch: by index when ``df`` is a random-access source (each worker reads only its
-    part), else by position (every worker still *runs* the whole flow and keeps its part).
-    That is right for cheap flows with expensive ``map``s done by DataLoader's collate, and
-    wasteful otherwise: prefer dataflow's own parallelism (``.parallel_map(...)``) with
-    ``DataLoader(ds, batch_size=None, num_workers=0)``, or ``shard=False`` if the flow itself
-    draws random samples (then workers must differ: they are seeded apart by torch).
+    once per epoch. Each worker reads only its part when ``df`` is a random-access source
+    (by index), a multi-file reader (by file), or a rank's ``.shard()`` of those, directly or
+    under plain ``.map()`` stages (the rank's indices/files are split among its workers; see
+    :class:`~dataflow.ShardData`); else by position (every worker still *runs* the whole flow
+    and keeps its part). Sharding by position is right for cheap flows with expensive
+    ``map``s done by DataLoader's collate, and wasteful otherwise: prefer dataflow's own
+    parallelism (``.parallel_map(...)``) with ``DataLoader(ds, batch_size=None,
+    num_workers=0)``, or ``shard=False`` if the flow itself draws random samples (then
+    workers must differ: they are seeded apart by torch).
 
     **Checkpoints:** ``state_dict()`` is the flow's state in this process (see
     :meth:`dataflow.DataFlow.state_dict`); torchdata's ``StatefulDataLoader`` calls it in each

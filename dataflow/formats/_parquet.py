@@ -9,6 +9,7 @@ them, sharding splits them across ranks, and a resume position is (file, row gro
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -214,7 +215,7 @@ class ParquetData(DataFlow[dict[str, Any]]):
                 f"{type(self).__name__}: with filters= the number of rows is known only once read"
             )
         spec = self._file_shard
-        if spec is not None and spec.equal:
+        if spec is not None and spec.equal and self._worker_shard is None:
             rows = sum(map(sum, self._group_rows())) // spec.num_shards
         else:
             rows = sum(p[3] - p[2] for p in self._rank_work())
@@ -229,19 +230,39 @@ class ParquetData(DataFlow[dict[str, Any]]):
         self._file_shard = spec
         return True
 
+    _worker_shard: ShardSpec | None = None  # this worker's part of the rank's pieces
+
+    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
+        """A copy of this reader that reads part ``spec`` (``equal=False``) of this rank's
+        row groups (the rank's exact pieces, also with ``equal=True``): the workers of a rank
+        (see :class:`~dataflow.ShardData`). ``None`` (sharded by position) when this reader
+        is not sharded by row group, is split already, ``spec`` asks for equal counts, or
+        the rank has fewer pieces than workers. This reader is unchanged."""
+        if self._file_shard is None or self._worker_shard is not None or spec.equal or spec.pad:
+            return None
+        if len(self._rank_work()) < spec.num_shards:
+            return None
+        part = copy.copy(self)
+        part._worker_shard = spec
+        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
+            part.__dict__.pop(epoch_attr, None)
+        return part
+
     def _rank_work(self) -> list[list[int]]:
         """This rank's pieces of the epoch, in file order: ``[file, row group, first row, end
         row (-1: the group's end, after filters), rows done, permutation stop (-1: all)]``."""
         groups = self._group_rows()
         end = (lambda n: -1) if self.filters is not None else (lambda n: n)
         whole = [[i, k, 0, end(n), 0, -1] for i, rows in enumerate(groups) for k, n in enumerate(rows) if n]
-        spec = self._file_shard
+        spec, worker = self._file_shard, self._worker_shard
         if spec is None:
             return whole
         if not spec.equal:
-            return whole[spec.index :: spec.num_shards]
-        total = sum(map(sum, groups))
-        return _split_equal(whole, spec.num_shards, total // spec.num_shards, self._shuffle)[spec.index]
+            work = whole[spec.index :: spec.num_shards]
+        else:  # fresh pieces: each rank's runs hold exactly total // num_shards rows
+            total = sum(map(sum, groups))
+            work = _split_equal(whole, spec.num_shards, total // spec.num_shards, self._shuffle)[spec.index]
+        return work if worker is None else worker.split(work)
 
     def _shuffled(self, work: list[list[int]]) -> list[list[int]]:
         if not self._shuffle:
@@ -260,7 +281,7 @@ class ParquetData(DataFlow[dict[str, Any]]):
             self._work = self._shuffled(self._rank_work())
             self._pos, self._yielded = 0, 0
             spec = self._file_shard
-            equal = spec is not None and spec.equal
+            equal = spec is not None and spec.equal and self._worker_shard is None
             self._limit = sum(map(sum, self._group_rows())) // spec.num_shards if spec and equal else None
         else:
             self._resume(resume)
@@ -282,6 +303,11 @@ class ParquetData(DataFlow[dict[str, Any]]):
                 self._work[self._pos][4] = resume["row"]
             return
         work, spec = resume["work"], self._file_shard
+        if resume["merged"] and self._worker_shard is not None:
+            raise StateError(
+                f"{stage}: a state merged by dataflow.checkpoint.reshard cannot be loaded by a "
+                f"worker of a rank (a .shard() of a .shard()); see docs/object_stores.rst"
+            )
         for piece in work:
             if piece[1] >= len(groups[piece[0]]):
                 raise StateError(

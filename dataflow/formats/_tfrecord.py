@@ -19,6 +19,7 @@ with a header record (magic ``DFTFREC\\0`` and the count), are still read.
 from __future__ import annotations
 
 import bisect
+import copy
 import os
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -253,6 +254,9 @@ class TFRecordData(DataFlow[Any]):
             )
         if spec is None:
             return sum(c for c in counts if c is not None)
+        if self._worker_shard is not None:
+            work = self._rank_work()
+            return sum((_piece_size(p) if p[2] >= 0 else (counts[p[0]] or 0) - p[1]) - p[3] for p in work)
         if spec.equal:
             return sum(counts[i] or 0 for i in range(len(counts))) // spec.num_shards
         return sum(counts[i] or 0 for i in range(spec.index, len(counts), spec.num_shards))
@@ -266,6 +270,25 @@ class TFRecordData(DataFlow[Any]):
             return False
         self._file_shard = spec
         return True
+
+    _worker_shard: ShardSpec | None = None  # this worker's part of the rank's pieces
+
+    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
+        """A copy of this reader that reads part ``spec`` (``equal=False``) of this rank's
+        pieces: the workers of a rank (see :class:`~dataflow.ShardData`); with an
+        ``equal=True`` rank the pieces are first cut to the rank's record count, so the
+        workers together read exactly the rank's records. ``None`` (sharded by position)
+        when this reader is not sharded by file, is split already, ``spec`` asks for equal
+        counts, or the rank has fewer pieces than workers. This reader is unchanged."""
+        if self._file_shard is None or self._worker_shard is not None or spec.equal or spec.pad:
+            return None
+        if len(self._rank_work()) < spec.num_shards:
+            return None
+        part = copy.copy(self)
+        part._worker_shard = spec
+        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
+            part.__dict__.pop(epoch_attr, None)
+        return part
 
     def _known_counts(self) -> list[int]:
         if self._counts is None:
@@ -288,13 +311,16 @@ class TFRecordData(DataFlow[Any]):
         in part by two ranks, each fetching only its own bytes)."""
         spec = self._file_shard
         n = len(self.paths)
+        worker = self._worker_shard
         if spec is None or not spec.equal:
             files = range(n) if spec is None else range(spec.index, n, spec.num_shards)
-            return [[i, 0, -1, 0, 0, -1] for i in files]
+            work = [[i, 0, -1, 0, 0, -1] for i in files]
+            return work if worker is None else worker.split(work)
         counts = self._known_counts()
         whole = [[i, 0, counts[i], 0, 0, -1] for i in range(n)]
         target = sum(counts) // spec.num_shards
-        return _split_equal(whole, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
+        work = _split_equal(whole, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
+        return work if worker is None else worker.split(_trimmed(work, target, self._shard_shuffle))
 
     def __iter__(self) -> Iterator[Any]:
         resume = self.__dict__.pop("_resume_at", None)
@@ -335,6 +361,11 @@ class TFRecordData(DataFlow[Any]):
         if not resume["merged"] or spec is None:
             self._work = work
             return
+        if self._worker_shard is not None:
+            raise StateError(
+                f"{type(self).__name__}: a state merged by dataflow.checkpoint.reshard cannot be "
+                f"loaded by a worker of a rank (a .shard() of a .shard()); see docs/object_stores.rst"
+            )
         self._yielded = 0
         if not spec.equal:
             self._work = work[spec.index :: spec.num_shards]
@@ -459,6 +490,29 @@ class TFRecordData(DataFlow[Any]):
 def _piece_size(piece: list[int]) -> int:
     """How many records a piece with a known end yields in all (done ones included)."""
     return piece[5] if piece[5] >= 0 else piece[2] - piece[1]
+
+
+def _trimmed(work: list[list[int]], target: int, shuffled: bool) -> list[list[int]]:
+    """The fresh pieces ``work`` (known ends) cut to exactly ``target`` records in all: the
+    piece that crosses it ends there (by record range in file order, by permutation
+    positions when shuffled), later ones are dropped. What a rank with ``equal=True`` reads,
+    made exact so that its workers can split it by piece."""
+    out: list[list[int]] = []
+    have = 0
+    for piece in work:
+        if have >= target:
+            break
+        piece = list(piece)
+        size = _piece_size(piece) - piece[3]
+        if size > target - have:
+            if shuffled:
+                piece[5] = piece[3] + target - have
+            else:
+                piece[2] = piece[1] + piece[3] + target - have
+            size = target - have
+        out.append(piece)
+        have += size
+    return out
 
 
 def _split_equal(

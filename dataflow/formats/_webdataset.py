@@ -10,6 +10,7 @@ skipped, as the ``webdataset`` package skips them.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -203,7 +204,7 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
             return sum(counts)
         if spec.equal:
             return self._equal_limit([[i, 0, 0] for i in range(len(self.paths))], spec)
-        return sum(counts[i] for i in range(spec.index, len(counts), spec.num_shards))
+        return sum(counts[p[0]] for p in self._rank_work())
 
     def _set_shard(self, spec: ShardSpec) -> bool:
         """Called by :class:`~dataflow.ShardData` right after this reader: rank
@@ -214,6 +215,25 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
             return False
         self._file_shard = spec
         return True
+
+    _worker_shard: ShardSpec | None = None  # this worker's part of the rank's shards
+
+    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
+        """A copy of this reader that reads part ``spec`` (``equal=False``) of this rank's
+        shards: the workers of a rank (see :class:`~dataflow.ShardData`). ``None`` (sharded
+        by position) unless this reader is sharded by shard with ``equal=False``, not split
+        already, ``spec`` asks for no equal counts and the rank has at least as many shards
+        as workers. This reader is unchanged."""
+        rank = self._file_shard
+        if rank is None or rank.equal or self._worker_shard is not None or spec.equal or spec.pad:
+            return None
+        if len(self._rank_work()) < spec.num_shards:
+            return None
+        part = copy.copy(self)
+        part._worker_shard = spec
+        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
+            part.__dict__.pop(epoch_attr, None)
+        return part
 
     def _equal_limit(self, work: list[list[int]], spec: ShardSpec) -> int:
         """The samples every rank yields with ``equal=True``: the smallest rank's count when
@@ -229,7 +249,8 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
         sample]`` (offset ``-1``: the shard is done)."""
         spec, n = self._file_shard, len(self.paths)
         shards = range(n) if spec is None else range(spec.index, n, spec.num_shards)
-        return [[i, 0, 0] for i in shards]
+        work = [[i, 0, 0] for i in shards]
+        return work if self._worker_shard is None else self._worker_shard.split(work)
 
     def _shuffled(self, work: list[list[int]]) -> list[list[int]]:
         if not self._shuffle_shards:
@@ -265,6 +286,11 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
                 self._work[self._pos][1:] = [resume["read"], resume["offset"]]
             return
         work, spec = resume["work"], self._file_shard
+        if resume["merged"] and self._worker_shard is not None:
+            raise StateError(
+                f"{type(self).__name__}: a state merged by dataflow.checkpoint.reshard cannot be "
+                f"loaded by a worker of a rank (a .shard() of a .shard()); see docs/object_stores.rst"
+            )
         if not resume["merged"] or spec is None:
             self._work = work
             return

@@ -10,6 +10,7 @@ the epoch and item counters that seed each datapoint's RNG).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from .._checks import check_callable
 from .._errors import StateError
 from .._state_fields import field, int_field
 from ..base import DataFlow, ProxyDataFlow
+from ..sources._order import ShardSpec
 from ._components import component_error, get_component, replace_component
 from ._shard import shard_key
 
@@ -56,6 +58,23 @@ class MapData(ProxyDataFlow):
             self._key = shard_key(self.ds)
             if self._base is None:
                 self._base = seeding.item_seed(self._seed)
+
+    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
+        """A copy of this map over part ``spec`` of its upstream, when the upstream is a
+        ``.shard()`` that can split its own part by index/file (see
+        :class:`~dataflow.ShardData`): each upstream datapoint then goes to one part and is
+        mapped there. ``None`` with ``item_rng`` (a datapoint's RNG depends on its position
+        here) or when ``spec`` asks for equal counts (``func`` may drop datapoints)."""
+        split = getattr(self.ds, "_split_shard", None)
+        if type(self) is not MapData or self.item_rng or spec.equal or spec.pad or not callable(split):
+            return None
+        upstream = split(spec)
+        if upstream is None:
+            return None
+        part = copy.copy(self)
+        part.ds = upstream
+        part.__dict__.pop("_epoch_ref", None)
+        return part
 
     def __iter__(self) -> Iterator[Any]:
         if not self.item_rng:

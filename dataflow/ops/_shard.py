@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -34,9 +35,22 @@ class ShardData(ProxyDataFlow):
       at least ``num_shards`` files: each rank reads (and fetches) only its own files;
       ``equal=True`` assigns them by record count and stops every rank at the smallest
       rank's count (see :doc:`/object_stores`).
-    - **By position** otherwise: every rank reads the whole upstream and keeps datapoints
-      ``index, index + num_shards, ...``. Correct, but each rank does all the upstream's work:
-      put ``.shard()`` right after the source when you can.
+    - **Within a rank** when ``ds`` is a ``.shard()`` of the two kinds above (directly, or
+      through plain :meth:`~dataflow.DataFlow.map` stages): ``rank.shard(num_workers, w)``
+      splits *that rank's* part among its workers and each reads only its own part of it —
+      by index at any depth and for every ``equal``/``pad`` (worker ``w`` gets positions
+      ``w::num_workers`` of the rank's epoch order, or equal counts as below); by file/piece
+      with ``equal=False`` at the worker level (worker ``w`` reads pieces ``w, w + num_workers,
+      ...`` of the rank's files, or of the rank's record runs with an ``equal=True`` rank, cut
+      to exactly the rank's count), when the rank has at least ``num_workers`` pieces. The
+      rank's flow is not changed: this stage holds a copy of it, so any number of workers'
+      shards can be built from one rank's flow. This is what the workers of
+      ``to_torch(shard=True)`` and ``MultiProcessRunnerZMQ(shard=True)`` do.
+    - **By position** otherwise (a flow that reorders, batches or buffers; a map with
+      ``item_rng``; too few files; ``equal=True`` below a file-sharded rank): every rank (or
+      worker) reads the whole upstream and keeps datapoints ``index, index + num_shards,
+      ...``. Correct, but each one does all the upstream's work: put ``.shard()`` right after
+      the source when you can.
 
     ``equal=True`` (the default, for training): every rank gets the same number of
     datapoints per epoch — ``len(ds) // num_shards`` — so ranks run the same number of steps
@@ -48,7 +62,8 @@ class ShardData(ProxyDataFlow):
 
     Ordering: the upstream's, restricted to this rank. Checkpoints: a state resumes the same
     rank; to resume with another number of ranks, see :func:`dataflow.checkpoint.reshard`
-    (index-based sharding only).
+    (one ``.shard()`` by index or file; the state of a worker of a rank, a ``.shard()`` of a
+    ``.shard()``, resumes with the same ranks and workers only).
     """
 
     def __init__(
@@ -66,11 +81,34 @@ class ShardData(ProxyDataFlow):
             )
         self.num_shards, self.index = n, i
         self.spec = ShardSpec(n, i, bool(equal), bool(pad))
+        # a shard of a shard read by index/file: a copy of it that reads only this part
+        split = getattr(ds, "_split_shard", None)
+        part = split(self.spec) if isinstance(ds, ProxyDataFlow) and callable(split) else None
+        if part is not None:
+            self.ds, self.by_index = part, True
+            return
         # a random-access source visits this rank's indices, a file reader reads its files
         take_shard = getattr(ds, "_set_shard", None)
         self.by_index = callable(take_shard) and bool(take_shard(self.spec))
         if not self.by_index:
             _hint_index_sharding(ds)
+
+    def _split_shard(self, spec: ShardSpec) -> ShardData | None:
+        """A copy of this shard whose source reads only part ``spec`` of this shard's
+        indices/files/pieces (asked by a :class:`ShardData` right above: the workers of this
+        rank), or ``None`` where that is not exact (then that one shards by position). This
+        shard and its source are unchanged, so any number of such parts can be built."""
+        split = getattr(self.ds, "_split_shard", None)
+        if not self.by_index or not callable(split):
+            return None
+        source = split(spec)
+        if source is None:
+            return None
+        part = copy.copy(self)
+        part.ds = source
+        for epoch_attr in ("_resume", "_epoch_ref"):  # no epoch of this shard's goes on in it
+            part.__dict__.pop(epoch_attr, None)
+        return part
 
     def reset_state(self) -> None:
         super().reset_state()

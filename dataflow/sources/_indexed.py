@@ -20,6 +20,7 @@ process's order; an epoch is continued only by the process that began it.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 from .._errors import StateError
 from .._fluent import T_co
 from .._state_fields import exhausted, field, int_field, plain_rng_state, position
-from ..base import RNGDataFlow
+from ..base import DataFlow, RNGDataFlow
 from ._order import Level, ShardSpec, epoch_order, shard_length
 from ._unforked import unforked_copy
 
@@ -84,6 +85,18 @@ class IndexedSource(RNGDataFlow[T_co]):
             )
         self._shard = spec
         return True
+
+    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
+        """A copy of this source that visits only part ``spec`` of this shard's indices (the
+        workers of a rank, see :class:`~dataflow.ShardData`): exact at any depth, for every
+        ``equal``/``pad``. ``None`` when this source is not sharded. This source is unchanged."""
+        if self._shard is None:
+            return None
+        part = copy.copy(self)
+        part._shard = ShardSpec(spec.num_shards, spec.index, spec.equal, spec.pad, parent=self._shard)
+        part._cursor, part._resume_position = None, None  # no epoch of this source's goes on in it
+        part.__dict__.pop("_epoch_ref", None)
+        return part
 
     def __iter__(self) -> Iterator[Any]:
         start, self._resume_position = self._resume_position, None

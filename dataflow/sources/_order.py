@@ -7,6 +7,9 @@ which is what makes changing the number of shards mid-epoch possible). With ``eq
 gets the same count: the tail that does not fill a row is dropped (``pad=False``) or the row is
 completed with the first items again (``pad=True``).
 
+A spec with a ``parent`` is a shard of a shard (the workers of a rank): the parent's positions
+first, then this spec's slice of them, so the workers of one rank split exactly the rank's part.
+
 A *reshard chain* records, for an epoch that was resharded while in progress, which positions
 of the base order the earlier ranks had consumed: each level is ``(spec, consumed per rank)``.
 The rest of the epoch is then the positions not consumed, sharded by the current spec.
@@ -16,29 +19,47 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
 __all__ = ["ShardSpec", "epoch_order", "shard_length"]
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class ShardSpec:
-    """Rank ``index`` of ``num_shards``; ``equal``: same count per rank (drop, or ``pad``)."""
+    """Rank ``index`` of ``num_shards``; ``equal``: same count per rank (drop, or ``pad``).
+
+    ``parent``: this is shard ``index`` of ``num_shards`` *of the parent's part* (worker
+    ``index`` of a rank's ``num_shards`` workers), not of the whole."""
 
     num_shards: int
     index: int
     equal: bool = True
     pad: bool = False
+    parent: ShardSpec | None = None
 
-    def as_list(self) -> list[int | bool]:
-        return [self.num_shards, self.index, self.equal, self.pad]
+    def as_list(self) -> list[Any]:
+        own: list[Any] = [self.num_shards, self.index, self.equal, self.pad]
+        return own if self.parent is None else [*own, self.parent.as_list()]
+
+    def own(self) -> ShardSpec:
+        """This level alone (without the parent)."""
+        return ShardSpec(self.num_shards, self.index, self.equal, self.pad)
+
+    def split(self, items: Sequence[T]) -> list[T]:
+        """This level's part of ``items`` (a parent's part, say): positions ``_slice(len(items))``."""
+        return [items[int(k)] for k in _slice(len(items), self.own())]
 
 
 def shard_length(total: int, spec: ShardSpec | None) -> int:
     """How many of ``total`` items rank ``spec.index`` gets."""
     if spec is None:
         return total
+    if spec.parent is not None:
+        return shard_length(shard_length(total, spec.parent), spec.own())
     n, i = spec.num_shards, spec.index
     if spec.equal:
         return -(-total // n) if spec.pad else total // n
@@ -47,6 +68,9 @@ def shard_length(total: int, spec: ShardSpec | None) -> int:
 
 def _slice(total: int, spec: ShardSpec) -> range | np.ndarray:
     """Positions ``0..total-1`` that rank ``spec.index`` visits, in order."""
+    if spec.parent is not None:
+        outer = np.asarray(_slice(total, spec.parent), dtype=np.int64)
+        return outer[np.asarray(_slice(len(outer), spec.own()), dtype=np.int64)]
     n, i = spec.num_shards, spec.index
     if not spec.equal:
         return range(i, total, n)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import copy
 import io
 import os
 from collections.abc import Iterator, Mapping
@@ -10,7 +11,7 @@ from contextlib import closing
 from typing import Any
 
 from .._state_fields import check_file_count, field, int_field, offset_field, plain_rng_state
-from ..base import RNGDataFlow
+from ..base import DataFlow, RNGDataFlow
 from ..formats._storage import PathSpec, ShardStorage
 from ._order import ShardSpec
 
@@ -123,7 +124,27 @@ class TextLineData(RNGDataFlow[Any]):
         if spec.equal or spec.pad or len(self.paths) < spec.num_shards:
             return False
         self._rank_files = list(range(spec.index, len(self.paths), spec.num_shards))
+        self._sharded = True
         return True
+
+    _sharded = False  # this rank's files were chosen by _set_shard
+    _worker_split = False  # and split among the rank's workers by _split_shard
+
+    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
+        """A copy of this reader that reads part ``spec`` (``equal=False``) of this rank's
+        files: the workers of a rank (see :class:`~dataflow.ShardData`). ``None`` (sharded by
+        position) when this reader is not sharded by file, is split already, ``spec`` asks
+        for equal counts, or the rank has fewer files than workers. This reader is unchanged."""
+        if not self._sharded or self._worker_split or spec.equal or spec.pad:
+            return None
+        if len(self._rank_files) < spec.num_shards:
+            return None
+        part = copy.copy(self)
+        part._rank_files = spec.split(self._rank_files)
+        part._worker_split = True
+        for epoch_attr in ("_resume", "_where", "_epoch_ref"):  # no epoch of this reader's goes on in it
+            part.__dict__.pop(epoch_attr, None)
+        return part
 
     def io_stats(self) -> dict[str, int]:
         """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's

@@ -3,6 +3,7 @@ to_tensors and DevicePrefetcher (on "cpu" here; the CUDA path is marked ``gpu``)
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -17,6 +18,7 @@ from dataflow import DataFromList  # noqa: E402
 from dataflow._errors import LengthUnknownError  # noqa: E402
 from dataflow.adapters.torch import DataFlowDataset, DevicePrefetcher, to_tensors, to_torch  # noqa: E402
 from dataflow.base import DataFlow  # noqa: E402
+from dataflow.sources._indexed import IndexedSource  # noqa: E402
 from tests.helpers import ListFlow  # noqa: E402
 
 from ._util import CountingIterable, FailingFlow, documented_example_tests, final_losses  # noqa: E402
@@ -330,3 +332,48 @@ def test_train_torch_example_reduces_the_loss() -> None:
 test_documented_examples_run, test_the_page_has_runnable_examples = documented_example_tests(
     "adapters_torch.rst"
 )
+
+
+class LoggedReads(IndexedSource[Any]):
+    """``[i]`` for ``i`` in ``0..n-1`` by index; each read appends ``pid index`` to ``log``."""
+
+    def __init__(self, n: int, log: str) -> None:
+        super().__init__(seed=4)
+        self.n, self.log, self._shuffle = n, log, False
+
+    def _num_items(self) -> int:
+        return self.n
+
+    def _getter(self) -> Any:
+        log = self.log
+
+        def get(i: int) -> list[int]:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, f"{os.getpid()} {i}\n".encode())
+            finally:
+                os.close(fd)
+            return [i]
+
+        return get
+
+
+@pytest.mark.timeout(120)
+def test_dataloader_workers_of_a_rank_read_only_their_part(tmp_path: Any) -> None:
+    """A rank's flow (``.shard()`` then a map) in a DataLoader with 2 workers: each worker
+    reads (not only yields) its own part of the rank's indices, each index once."""
+    log = str(tmp_path / "reads.log")
+    rank = LoggedReads(40, log).shard(2, 1, equal=True).map(lambda dp: [dp[0] * 10])
+    expected = [i * 10 for i in range(1, 40, 2)]
+    loader = DataLoader(to_torch(rank, convert=False), batch_size=None, num_workers=2,
+                        multiprocessing_context="fork")
+    got = sorted(dp[0] for dp in loader)
+    assert got == expected
+    reads: dict[str, list[int]] = {}
+    with open(log) as f:
+        for line in f:
+            pid, i = line.split()
+            reads.setdefault(pid, []).append(int(i))
+    assert len(reads) == 2, "both workers read"
+    every = [i for r in reads.values() for i in r]
+    assert sorted(every) == sorted(v // 10 for v in expected), "an index was read twice, or one not yielded"
