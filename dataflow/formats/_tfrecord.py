@@ -392,7 +392,9 @@ class TFRecordData(DataFlow[Any]):
         starts, ends = [], []
         for i, first, end, _, offset, _ in rest:
             offsets = self._offsets_of[i]
-            starts.append(offset if not self._shard_shuffle or offsets is None else int(offsets[first]))
+            # a shuffled piece starts at its first record's offset; an empty file has none
+            at_record = self._shard_shuffle and offsets is not None and first < len(offsets)
+            starts.append(int(offsets[first]) if at_record else offset)
             ends.append(int(offsets[end]) if offsets is not None and 0 <= end < len(offsets) else None)
         files = self._storage.iterate([piece[0] for piece in rest], starts, ends)
         read = self._read_shuffled if self._shard_shuffle else self._read_file

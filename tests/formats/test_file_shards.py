@@ -171,3 +171,20 @@ def test_a_merged_state_needs_a_sharded_reader(tmp_path):
     merged = reshard(states, 2)
     with pytest.raises(D.StateError):
         D.TFRecordData(local).load_state_dict(merged)
+
+
+
+def test_a_shuffled_remote_epoch_over_an_empty_file(tmp_path):
+    """A file the serializer wrote from an epoch with no datapoints, among the shards: its
+    first record's offset does not exist (this raised IndexError)."""
+    full, empty = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+    five = D.DataFromList([[i] for i in range(5)], shuffle=False)
+    D.TFRecordSerializer.save(five, str(full), progress=False)
+    D.TFRecordSerializer.save(D.DataFromList([[0]]).filter(lambda dp: False), str(empty), progress=False)
+    mem, prefix = fsspec.filesystem("memory"), f"memory://empty-{uuid.uuid4().hex}"
+    for path in (full, empty):
+        for suffix in ("", ".index"):
+            mem.pipe(f"{prefix}/{path.name}{suffix}", Path(str(path) + suffix).read_bytes())
+    flow = D.TFRecordData([f"{prefix}/a.tfrecord", f"{prefix}/b.tfrecord"], shuffle=True, seed=1)
+    flow.reset_state()
+    assert len(flow) == 5 and sorted(int(dp[0]) for dp in flow) == list(range(5))
