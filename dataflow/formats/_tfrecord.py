@@ -29,17 +29,14 @@ from typing import IO, Any
 
 import numpy as np
 
-from .. import _seeding as seeding
 from .. import codec
 from .._errors import DataFlowNotReset, LengthUnknownError, StateError
-from .._state import checking_only
-from .._state_fields import check_file_count
 from ..base import DataFlow
 from ..sources._indexed import IndexedSource, Order, cursor
 from ..sources._order import ShardSpec
 from ._common import FormatError, PathType, check_meta
-from ._file_state import file_position, shuffle_seed
-from ._storage import PathSpec, ShardStorage, is_remote, redact
+from ._file_reader import FileReader, storage_args
+from ._storage import PathSpec, is_remote, redact
 from ._tfrecord_io import (
     HEADER_MAGIC,
     INDEX_SUFFIX,
@@ -84,7 +81,7 @@ def _decoder(stage: str, decode: str) -> Callable[[bytes], Any] | None:
     return None
 
 
-class TFRecordData(DataFlow[Any]):
+class TFRecordData(FileReader[Any]):
     """Read one TFRecord file, or several in order: any TFRecord file, or our own.
 
     ``decode`` says what a datapoint is: ``True`` (or ``"codec"``) decodes each record with
@@ -141,25 +138,10 @@ class TFRecordData(DataFlow[Any]):
         retries: int = 5,
         timeout: float | None = 60.0,
     ) -> None:
+        super().__init__(path, seed, storage_args(locals()))
         stage = type(self).__name__
-        self._storage = ShardStorage(
-            stage,
-            path,
-            storage_options=storage_options,
-            prefetch_shards=prefetch_shards,
-            cache_dir=cache_dir,
-            cache_limit=cache_limit,
-            retries=retries,
-            timeout=timeout,
-        )
-        self.paths = self._storage.urls
         self._shard_shuffle = bool(shuffle) and self._storage.remote and not self._random_access
-        self._seed = seeding.check_seed(stage, seed)
-        self._shard_seed: int | None = None
-        self._epoch = 0
-        self._file_shard: ShardSpec | None = None  # this rank's files, given by ShardData
-        self._totals: list[int] = []
-        self._yielded = 0
+        self._shuffle_work = self._shard_shuffle
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise ValueError(f"{stage}: size must be an int >= 0 or None, got {size!r}")
         if not isinstance(decode, (bool, str)) or decode not in _DECODE:
@@ -229,16 +211,10 @@ class TFRecordData(DataFlow[Any]):
         return counts
 
     def reset_state(self) -> None:
+        super().reset_state()
         self._decode_fn = _decoder(type(self).__name__, self.decode)
-        if self._shard_seed is None:
-            self._shard_seed = int(seeding.seed_sequence(self._seed).generate_state(1)[0])
         if not self._storage.remote:  # remote counts wait for len(): no request before the first file
             self._counts = self._read_counts()
-
-    def io_stats(self) -> dict[str, int]:
-        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
-        reads of remote files (all zero for local files)."""
-        return self._storage.io_stats()
 
     def __len__(self) -> int:
         spec = self._file_shard
@@ -296,28 +272,9 @@ class TFRecordData(DataFlow[Any]):
         target = sum(counts) // spec.num_shards
         return _split_equal(whole, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
 
-    def __iter__(self) -> Iterator[Any]:
-        resume = self.__dict__.pop("_resume_at", None)
-        if resume is None:
-            self._epoch += 1
-            self._work = self._shuffled(self._rank_work())
-            self._pos, self._yielded = 0, 0
-            spec = self._file_shard
-            self._limit = len(self) if spec is not None and spec.equal else None
-        else:
-            self._resume(resume)
-        self._started = True
-        return self._track(self._records())
-
-    def _shuffled(self, work: list[list[int]]) -> list[list[int]]:
-        """The pieces in the order this epoch reads them: as given, or with remote files and
-        ``shuffle=True`` in a permutation drawn from the seed and the epoch."""
-        if not self._shard_shuffle:
-            return work
-        if self._shard_seed is None:
-            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        perm = np.random.default_rng([self._shard_seed, self._epoch]).permutation(len(work))
-        return [work[k] for k in perm]
+    def _epoch_limit(self) -> int | None:
+        spec = self._file_shard
+        return len(self) if spec is not None and spec.equal else None
 
     def _resume(self, resume: dict[str, Any]) -> None:
         """The epoch's work from a loaded position: this reader's own (the same pieces, or a
@@ -420,12 +377,7 @@ class TFRecordData(DataFlow[Any]):
         offsets = self._offsets_of[i]
         return None if offsets is None else len(offsets)
 
-    def _get_state(self, live: bool) -> dict[str, Any]:
-        state: dict[str, Any] = {"files": len(self.paths)}
-        if self._shard_shuffle:
-            state.update(seed=str(self._shard_seed), epoch=self._epoch)
-        if not live or not self.__dict__.get("_started"):
-            return state
+    def _position_state(self) -> dict[str, Any]:
         work, pos = self._work, self._pos
         size = self._storage.sizes
         while pos < len(work) and (
@@ -434,26 +386,15 @@ class TFRecordData(DataFlow[Any]):
         ):
             pos += 1  # a piece read to its end: resuming does not fetch it again
         piece = work[pos] if pos < len(work) else [0, 0, -1, 0, 0, -1]
-        state.update(
-            file=pos, offset=str(piece[4]), record=piece[1] + piece[3], read=piece[3], yielded=self._yielded
-        )
+        state = dict(file=pos, offset=str(piece[4]), record=piece[1] + piece[3], read=piece[3])
+        state["yielded"] = self._yielded
         if self._file_shard is not None:  # a rank's part: the pieces left, for reshard
             state["work"] = [[p[0], p[1], p[2], p[3], str(p[4]), p[5]] for p in work[pos:]]
             state["limit"] = self._limit
         return state
 
-    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
-        stage = type(self).__name__
-        check_file_count(stage, state, len(self.paths))
-        self.__dict__.pop("_resume_at", None)
-        if self._shard_shuffle:
-            seed, epoch = shuffle_seed(stage, state)
-            if not checking_only():
-                self._shard_seed, self._epoch = seed, epoch
-        if not live or "file" not in state:
-            return
-        resume = file_position(stage, state, len(self.paths), self._file_shard is not None, _work_field)
-        self._resume_at = resume
+    def _position_from(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self._file_position(stage, state, _work_field) if "file" in state else None
 
 
 def _piece_size(piece: list[int]) -> int:
