@@ -19,6 +19,7 @@ with a header record (magic ``DFTFREC\\0`` and the count), are still read.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,12 +35,14 @@ from .._errors import DataFlowNotReset, LengthUnknownError, StateError
 from ..base import DataFlow
 from ..sources._indexed import IndexedSource, Order, cursor
 from ..sources._order import ShardSpec
-from ._common import FormatError, PathType, check_meta
+from ._atomic import _create_temp, _fsync, _fsync_dir, _remove, atomic_write, check_target
+from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save
 from ._file_reader import FileReader, storage_args
 from ._storage import PathSpec, is_remote, redact
 from ._tfrecord_io import (
     HEADER_MAGIC,
     INDEX_SUFFIX,
+    RecordWriter,
     decode_record,
     frame,
     index_path,
@@ -49,8 +52,8 @@ from ._tfrecord_io import (
     read_records,
     read_records_from,
     write_index,
+    write_index_file,
 )
-from ._tfrecord_save import save_tfrecord
 
 __all__ = ["HEADER_MAGIC", "TFRecordData", "TFRecordSerializer", "frame", "read_records", "write_index"]
 
@@ -568,7 +571,35 @@ class TFRecordSerializer:
         index that is not its own). An existing file is replaced only with ``overwrite=True``.
         ``durable=True`` also flushes it to the disk before it appears, so it survives a
         power loss too (see :doc:`/formats`)."""
-        save_tfrecord(df, path, overwrite=overwrite, progress=progress, durable=durable)
+        stage = "TFRecordSerializer.save"
+        path = fspath(stage, "path", path)
+        ipath = index_path(path)
+        check_target(stage, ipath, overwrite=True)
+        itmp = ""
+        try:
+            with atomic_write(stage, path, overwrite, durable) as tmp:
+                fd = os.open(tmp, os.O_WRONLY)  # not O_TRUNC: see atomic_write
+                try:
+                    writer = RecordWriter(fd)
+                    dumps_parts = codec.dumps_parts  # the arrays' memory goes to writev as it is
+                    for dp in iterate_for_save(stage, df, progress):
+                        writer.write_parts(dumps_parts(dp))
+                    writer.flush()
+                finally:
+                    os.close(fd)
+                itmp = _create_temp(*os.path.split(os.path.abspath(ipath)))
+                write_index_file(itmp, writer.offsets, writer.size)
+                if durable:
+                    _fsync(itmp)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(ipath)  # never leave the old index beside the new file
+            os.replace(itmp, ipath)
+        except BaseException:
+            if itmp:
+                _remove(itmp)
+            raise
+        if durable:
+            _fsync_dir(os.path.dirname(os.path.abspath(ipath)))
 
     @staticmethod
     def load(
