@@ -76,9 +76,6 @@ class ImageAugmentor:
     _rng: Any = None
     _rng_fork: int = -1
 
-    def __init__(self) -> None:
-        pass  # the RNG is seeded on first use or by reset_state(), not at construction
-
     @property
     def rng(self) -> Any:
         rng = self._rng
@@ -213,7 +210,6 @@ class AugmentorList(_Composed):
                 f"AugmentorList: augmentors must be a list or tuple, got {type(augmentors).__name__}"
             )
         self.augmentors = [as_augmentor(a, "AugmentorList") for a in augmentors]
-        super().__init__()
 
     def _parts(self) -> list[ImageAugmentor]:
         return self.augmentors
@@ -326,7 +322,6 @@ class Albumentations(ImageAugmentor):
             raise TypeError(
                 f"Albumentations: expected an albumentations transform, got {type(augmentor).__name__}"
             )
-        super().__init__()
         self._aug = augmentor
         self._lock = threading.Lock()
 
@@ -352,7 +347,6 @@ class ImageFunction(ImageAugmentor):
 
     def __init__(self, func: Callable[[np.ndarray], Any]) -> None:
         check_callable("ImageFunction", "func", func)
-        super().__init__()
         self.func = func
         self._transform = _FunctionTransform(func)
 

@@ -94,9 +94,6 @@ class Transform(BaseTransform):
     """A deterministic change of an image. Subclasses implement ``apply_image`` and, when it
     applies, ``apply_coords``; any other ``apply_xxx`` raises ``NotImplementedError``."""
 
-    def __init__(self) -> None:
-        pass
-
     def __getattr__(self, name: str) -> Any:
         if name.startswith("apply_"):
 
