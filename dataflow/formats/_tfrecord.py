@@ -162,49 +162,34 @@ class TFRecordData(FileReader[Any]):
         self._offsets_of: list[np.ndarray | None] = [None] * len(self.paths)  # from the index files
 
     def _read_counts(self) -> list[int | None]:
-        """The record count of each file from its index (or the header of an older file of
-        ours), ``None`` for files without either."""
-        stage = type(self).__name__
-        if self._storage.remote:
-            return self._remote_counts()
-        counts: list[int | None] = []
-        for path in self.paths:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{stage}: no such file: {path!r}")
-            offsets = read_index(stage, path)
-            self._offsets_of[len(counts)] = offsets
-            if offsets is not None:
-                counts.append(len(offsets))
-                continue
-            with open(path, "rb") as f:
-                first = next(read_records_from(stage, path, f, self.verify_crc), None)
-            if first is None:
-                counts.append(0)
-            else:
-                ours = first[2][:8] == HEADER_MAGIC
-                counts.append(_parse_header(stage, path, first[2]) if ours else None)
-        known = [c for c in counts if c is not None]
-        if self._size is not None and len(known) == len(counts) and sum(known) != self._size:
-            raise ValueError(
-                f"{stage}: size={self._size} but the files' indexes say {sum(known)} records; "
-                f"leave size=None to use them"
-            )
-        return counts
-
-    def _remote_counts(self) -> list[int | None]:
-        """Each remote file's record count from its index file (fetched in parallel, once
-        per flow), ``None`` where there is none."""
+        """The record count of each file from its index (or the header of a local older file
+        of ours), ``None`` for files without either; remote indexes are fetched in parallel,
+        once per flow."""
         stage, storage = type(self).__name__, self._storage
 
         def count(i: int) -> int | None:
-            raw = storage.fetch_sibling(i, INDEX_SUFFIX)
-            if raw is None:
-                return None
-            offsets = self._offsets_of[i] = parse_index(stage, redact(self.paths[i]), raw, storage.sizes[i])
-            return len(offsets)
+            path = self.paths[i]
+            if storage.remote:
+                raw = storage.fetch_sibling(i, INDEX_SUFFIX)
+                offsets = None if raw is None else parse_index(stage, redact(path), raw, storage.sizes[i])
+            elif not os.path.isfile(path):
+                raise FileNotFoundError(f"{stage}: no such file: {path!r}")
+            else:
+                offsets = read_index(stage, path)
+            self._offsets_of[i] = offsets
+            if offsets is not None or storage.remote:
+                return None if offsets is None else len(offsets)
+            with open(path, "rb") as f:
+                first = next(read_records_from(stage, path, f, self.verify_crc), None)
+            if first is None:
+                return 0
+            return _parse_header(stage, path, first[2]) if first[2][:8] == HEADER_MAGIC else None
 
-        with ThreadPoolExecutor(min(32, len(self.paths))) as pool:
-            counts = list(pool.map(count, range(len(self.paths))))
+        if storage.remote:
+            with ThreadPoolExecutor(min(32, len(self.paths))) as pool:
+                counts = list(pool.map(count, range(len(self.paths))))
+        else:
+            counts = [count(i) for i in range(len(self.paths))]
         known = [c for c in counts if c is not None]
         if self._size is not None and len(known) == len(counts) and sum(known) != self._size:
             raise ValueError(
@@ -484,23 +469,16 @@ class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):
         self._starts: list[int] = [0]
 
     def _load_offsets(self) -> list[list[int]]:
-        stage = type(self).__name__
-        offsets = []
-        for path in self.paths:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{stage}: no such file: {path!r}")
-            found = read_index(stage, path)
+        self._read_counts()  # each file's offsets, from its index
+        for path, found in zip(self.paths, self._offsets_of):
             if found is None:
                 raise FormatError(
-                    f"{stage}: shuffle=True reads records by their offsets, but {path} has no index "
-                    f"file {index_path(path)}; write it once with "
+                    f"{type(self).__name__}: shuffle=True reads records by their offsets, but {path} has "
+                    f"no index file {index_path(path)}; write it once with "
                     f"dataflow.TFRecordSerializer.write_index({path!r}), or read in file order"
                 )
-            offsets.append(found.tolist())
+        offsets = [found.tolist() for found in self._offsets_of if found is not None]
         self._starts = list(accumulate((len(o) for o in offsets), initial=0))
-        total = self._starts[-1]
-        if self._size is not None and self._size != total:
-            raise ValueError(f"{stage}: size={self._size} but the files' indexes say {total} records")
         self._offsets = offsets
         return offsets
 
