@@ -175,7 +175,7 @@ class LMDBData(IndexedSource[Any]):
             items = self._by_index(env, positions)
         return items, cur, probe
 
-    def _in_key_order(self, env: Any, positions: Iterator[int], start: int) -> Iterator[list[Any]]:
+    def _in_key_order(self, env: Any, positions: Iterator[int], start: int) -> Iterator[Any]:
         """Entries in key order from position ``start``, one per position drawn from
         ``positions`` (so the position is always the number of entries yielded)."""
         with env.begin(buffers=self._buffers) as txn:
@@ -191,11 +191,15 @@ class LMDBData(IndexedSource[Any]):
             entries = (kv for kv in cur.iternext() if kv[0] not in _META_KEYS)
             try:
                 for _, (k, v) in zip(positions, entries):
-                    yield [k, v]
+                    yield self._entry(k, v)
             except self._lmdb_error as e:
                 raise self._damaged(e) from e
 
-    def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[list[Any]]:
+    def _entry(self, key: Any, value: Any) -> Any:
+        """What the flow yields for one entry: here ``[key, value]``."""
+        return [key, value]
+
+    def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[Any]:
         keys = self._key_list()
         with env.begin(buffers=self._buffers) as txn:
             get = txn.get
@@ -210,7 +214,7 @@ class LMDBData(IndexedSource[Any]):
                                 f"holds no value for it; the file is damaged"
                             )
                         raise KeyError(f"{self._stage}: {self._path}: no value for key {k!r}")
-                    yield [k, v]
+                    yield self._entry(k, v)
             except self._lmdb_error as e:
                 raise self._damaged(e) from e
 
