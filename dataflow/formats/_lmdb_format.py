@@ -3,10 +3,9 @@
 Needs the optional package ``lmdb`` (``pip install "dataflow-ml[lmdb]"``); it is imported
 only when a class of this module is used.
 
-Layout written by :meth:`LMDBSerializer.save`: one key per datapoint, ``b"%010d" % index``
-(so key order is write order), whose value is the datapoint encoded with the safe codec,
-plus the metadata key ``b"__dataflow_format__"`` holding the codec-encoded dict
-``{"format": "lmdb", "version": 1, "count": n, "writer": "dataflow-ml x.y.z"}``.
+Layout written by :meth:`LMDBSerializer.save`: see :mod:`dataflow.formats._lmdb_layout`; each
+value is the datapoint encoded with the safe codec, and the metadata key holds the
+codec-encoded dict ``{"format": "lmdb", "version": 1, "count": n, "writer": ...}``.
 
 The readers live in their own modules (:mod:`._lmdb_data`, :mod:`._lmdb_decoder`, and
 :mod:`._lmdb_decoded` for what :meth:`LMDBSerializer.load` returns); this module is their

@@ -1,16 +1,9 @@
 """TFRecord files without TensorFlow: :class:`TFRecordData` and :class:`TFRecordSerializer`.
 
-A TFRecord file is a sequence of records, each framed as ``uint64 length``, ``uint32 masked
-CRC-32C of the length``, ``data``, ``uint32 masked CRC-32C of the data`` (little-endian).
-Both CRCs are checked on read; a mismatch, a truncated file or a record count that disagrees
-with the index raises :class:`~dataflow.formats.FormatError` naming the file, the record
-index and its byte offset.
-
+The framing, its CRCs and the index file beside each file are :mod:`dataflow.formats._tfrecord_io`'s.
 Files written by :meth:`TFRecordSerializer.save` hold only datapoint records, each encoded
 with the safe codec (:func:`dataflow.codec.dumps`), so ``tf.data.TFRecordDataset(path)``
-reads them as they are. Beside each file, ``<file>.index`` holds the record count, the
-format metadata (writer, version) and every record's byte offset (see
-:mod:`dataflow.formats._tfrecord_io`): ``len`` without a scan, a check that the file is
+reads them as they are; their index gives ``len`` without a scan, a check that the file is
 complete, and random access (``shuffle=True``: ``TFRecordData`` then builds its random-access
 subclass :class:`ShuffledTFRecordData`, below). Files of the earlier layout, which started
 with a header record (magic ``DFTFREC\\0`` and the count), are still read.
