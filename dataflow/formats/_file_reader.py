@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -19,7 +19,6 @@ from ._storage import STORAGE_ARGS, PathSpec, ShardStorage
 __all__ = ["FileReader", "storage_args"]
 
 T = TypeVar("T")
-WorkField = Callable[[str, Mapping[str, Any], int], "list[list[int]]"]
 
 
 def storage_args(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,6 +40,9 @@ class FileReader(DataFlow[T]):
     """
 
     _shuffle_work: bool
+    #: the smallest value of each field of a piece saved in a state (``None``: a byte offset,
+    #: saved as a decimal string); the first field is the file
+    _piece_fields: tuple[int | None, ...]
 
     def __init__(
         self, path: PathSpec, seed: int | None, storage: Mapping[str, Any], name: str = "path"
@@ -129,7 +131,7 @@ class FileReader(DataFlow[T]):
         if resume is not None and not checking_only():
             self._resume_at = resume
 
-    def _file_position(self, stage: str, state: Mapping[str, Any], work_field: WorkField) -> dict[str, Any]:
+    def _file_position(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any]:
         """Where a live epoch of a reader of whole files and byte offsets resumes: the file
         (its position in the epoch), the byte offset, what was read of it and yielded in all,
         and the pieces a sharded rank had left (see :meth:`_pieces_left`)."""
@@ -142,13 +144,13 @@ class FileReader(DataFlow[T]):
             "limit": None,
         }
         if "work" in state:
-            resume.update(self._pieces_left(stage, state, work_field))
+            resume.update(self._pieces_left(stage, state))
         return resume
 
-    def _pieces_left(self, stage: str, state: Mapping[str, Any], work_field: WorkField) -> dict[str, Any]:
-        """For a rank sharded by file: the pieces it had left (``work``, checked by the
-        reader's ``work_field``), its limit, and whether :func:`dataflow.checkpoint.reshard`
-        merged them (which needs a reader sharded again)."""
+    def _pieces_left(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any]:
+        """For a rank sharded by file: the pieces it had left (``work``, each checked against
+        ``_piece_fields``), its limit, and whether :func:`dataflow.checkpoint.reshard` merged
+        them (which needs a reader sharded again)."""
         limit = state.get("limit")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise StateError(f"{stage}: state field 'limit' must be an int >= 0 or None, got {limit!r}")
@@ -158,4 +160,19 @@ class FileReader(DataFlow[T]):
                 f"{stage}: this state was merged from several ranks by dataflow.checkpoint.reshard; "
                 f"load it into a pipeline that calls .shard() right after this reader"
             )
-        return {"work": work_field(stage, state, len(self.paths)), "limit": limit, "merged": merged}
+        work = state.get("work")
+        if not isinstance(work, list) or not all(self._piece_ok(piece) for piece in work):
+            raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")
+        return {"work": [[int(v) for v in piece] for piece in work], "limit": limit, "merged": merged}
+
+    def _piece_ok(self, piece: Any) -> bool:
+        if not isinstance(piece, list) or len(piece) != len(self._piece_fields):
+            return False
+        for value, low in zip(piece, self._piece_fields):
+            if low is None:
+                ok = isinstance(value, str) and value.isdigit()
+            else:
+                ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+            if not ok:
+                return False
+        return bool(piece[0] < len(self.paths))

@@ -81,6 +81,10 @@ class ParquetData(FileReader[dict[str, Any]]):
     :class:`~dataflow.FormatError` naming it and the row group.
     """
 
+    #: a piece: [file, row group, first row, end row (-1: the group's end), rows done,
+    #: permutation stop (-1: all)]
+    _piece_fields = (0, 0, 0, -1, 0, -1)
+
     def __init__(
         self,
         path: PathSpec,
@@ -392,7 +396,7 @@ class ParquetData(FileReader[dict[str, Any]]):
     def _position_from(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any] | None:
         if "work" in state:
             yielded = int_field(stage, state, "yielded", 0)
-            return {"yielded": yielded, **self._pieces_left(stage, state, _work_field)}
+            return {"yielded": yielded, **self._pieces_left(stage, state)}
         if "piece" not in state:
             return None
         if self._file_shard is not None:
@@ -461,24 +465,3 @@ def _split_equal(
                 first = first + need
             rank, have = rank + 1, 0
     return runs
-
-
-def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
-    """The ``work`` field of a state: ``[file, row group, first row, end row (-1: the
-    group's end), rows done, permutation stop (-1: all)]`` for each piece the epoch has left."""
-    work = state.get("work")
-    if isinstance(work, list):
-        ok = all(
-            isinstance(p, list)
-            and len(p) == 6
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in p)
-            and 0 <= p[0] < files
-            and p[1] >= 0
-            and p[2] >= 0
-            and p[3] >= -1
-            and p[4] >= 0
-            for p in work
-        )
-        if ok:
-            return [list(p) for p in work]
-    raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")

@@ -24,7 +24,7 @@ from typing import IO, Any
 import numpy as np
 
 from .. import codec
-from .._errors import DataFlowNotReset, LengthUnknownError, StateError
+from .._errors import DataFlowNotReset, LengthUnknownError
 from ..base import DataFlow
 from ..sources._indexed import IndexedSource, Order, cursor
 from ..sources._order import ShardSpec
@@ -108,6 +108,10 @@ class TFRecordData(FileReader[Any]):
     random-access source like :class:`~dataflow.formats.LMDBData` (epoch, position, RNG; sharded
     by index under :class:`~dataflow.ShardData`).
     """
+
+    #: a piece: [file, first record, end record (-1: the file's end), records done, byte
+    #: offset, positions of its permutation a shuffled piece yields (-1: all)]
+    _piece_fields = (0, 0, -1, 0, None, -1)
 
     _random_access = False
 
@@ -375,7 +379,7 @@ class TFRecordData(FileReader[Any]):
         return state
 
     def _position_from(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        return self._file_position(stage, state, _work_field) if "file" in state else None
+        return self._file_position(stage, state) if "file" in state else None
 
 
 def _piece_size(piece: list[int]) -> int:
@@ -420,29 +424,6 @@ def _split_equal(
                 first, offset = cut, int(offsets[cut])
             rank, have = rank + 1, 0
     return runs
-
-
-def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
-    """The ``work`` field of a state: ``[file, first record, end record (-1: the file's
-    end), records done, byte offset (a decimal string), positions of its permutation a
-    shuffled piece yields (-1: all)]`` for each piece an epoch has left."""
-    work = state.get("work")
-    out: list[list[int]] = []
-    if isinstance(work, list):
-        for piece in work:
-            ok = (
-                isinstance(piece, list)
-                and len(piece) == 6
-                and isinstance(piece[4], str)
-                and piece[4].isdigit()
-            )
-            ints = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in piece[:4] + piece[5:])
-            if not ints or not 0 <= piece[0] < files or piece[1] < 0 or piece[3] < 0:
-                break
-            out.append([piece[0], piece[1], piece[2], piece[3], int(piece[4]), piece[5]])
-        else:
-            return out
-    raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")
 
 
 class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):

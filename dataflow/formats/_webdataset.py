@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from typing import IO, Any, Union
 
-from .._errors import LengthUnknownError, StateError
+from .._errors import LengthUnknownError
 from .._warn import warn
 from ..base import DataFlow
 from ..sources._order import ShardSpec
@@ -94,6 +94,9 @@ class WebDatasetData(FileReader[dict[str, Any]]):
     and no earlier shard again. Sharded, the state lists the shards (and parts) the rank has
     left, so :func:`dataflow.checkpoint.reshard` can split them among a new number of ranks.
     """
+
+    #: a piece: [shard, samples done, byte offset of the next sample (-1: the shard is done)]
+    _piece_fields = (0, 0, None)
 
     DECODERS = DECODERS
 
@@ -387,25 +390,7 @@ class WebDatasetData(FileReader[dict[str, Any]]):
         return state
 
     def _position_from(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        return self._file_position(stage, state, _work_field) if "file" in state else None
-
-
-def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
-    """The ``work`` field of a state: ``[shard, samples done, byte offset (a decimal
-    string)]`` for each shard (or rest of one) an epoch has left."""
-    work = state.get("work")
-    out: list[list[int]] = []
-    if isinstance(work, list):
-        for piece in work:
-            ok = isinstance(piece, list) and len(piece) == 3
-            ok = ok and isinstance(piece[2], str) and piece[2].isdigit()
-            ints = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in piece[:2])
-            if not ints or not 0 <= piece[0] < files or piece[1] < 0:
-                break
-            out.append([piece[0], piece[1], int(piece[2])])
-        else:
-            return out
-    raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")
+        return self._file_position(stage, state) if "file" in state else None
 
 
 class WebDatasetSerializer:
