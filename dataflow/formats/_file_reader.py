@@ -14,7 +14,7 @@ from .._state import checking_only
 from .._state_fields import check_file_count, int_field, offset_field
 from ..base import DataFlow
 from ..sources._order import ShardSpec
-from ._storage import STORAGE_ARGS, PathSpec, ShardStorage
+from ._storage import STORAGE_ARGS, PathSpec, ShardStorage, StorageReader
 
 __all__ = ["FileReader", "storage_args"]
 
@@ -26,7 +26,7 @@ def storage_args(args: Mapping[str, Any]) -> dict[str, Any]:
     return {name: args[name] for name in STORAGE_ARGS}
 
 
-class FileReader(DataFlow[T]):
+class FileReader(StorageReader, DataFlow[T]):
     """A flow over the files of one :class:`~dataflow.formats._storage.ShardStorage`, read as
     a list of *pieces* (a file, or part of one) per epoch: this rank's pieces
     (``_rank_work()``), in file order or, with ``_shuffle_work``, in a permutation drawn from
@@ -59,11 +59,6 @@ class FileReader(DataFlow[T]):
     def reset_state(self) -> None:
         if self._shard_seed is None:
             self._shard_seed = int(seeding.seed_sequence(self._seed).generate_state(1)[0])
-
-    def io_stats(self) -> dict[str, int]:
-        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
-        reads of remote files (all zero for local files)."""
-        return self._storage.io_stats()
 
     def _rank_work(self) -> list[list[int]]:
         raise NotImplementedError

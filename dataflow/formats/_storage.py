@@ -26,7 +26,7 @@ from .._errors import FormatError
 from ._common import require
 from ._shard_cache import ShardCache
 
-__all__ = ["STORAGE_ARGS", "PathSpec", "ShardStorage", "is_remote", "redact"]
+__all__ = ["STORAGE_ARGS", "PathSpec", "ShardStorage", "StorageReader", "is_remote", "redact"]
 
 PathSpec = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 STORAGE_ARGS = ("storage_options", "prefetch_shards", "cache_dir", "cache_limit", "retries", "timeout")
@@ -471,6 +471,18 @@ class ShardStorage:
                 return f.read()
         except FileNotFoundError:
             return None
+
+
+class StorageReader:
+    """What a flow reading the files of one :class:`ShardStorage` (``self._storage``) adds to
+    its API."""
+
+    _storage: ShardStorage
+
+    def io_stats(self) -> dict[str, int]:
+        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
+        reads of remote files (all zero for local files)."""
+        return self._storage.io_stats()
 
 
 def _close_fetched(future: Future[IO[bytes]]) -> None:
