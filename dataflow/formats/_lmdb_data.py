@@ -137,7 +137,7 @@ class LMDBData(IndexedSource[Any]):
         if env is not None:
             env.close()
 
-    def _unsharded_len(self) -> int:
+    def _num_items(self) -> int:
         """The number of entries an unsharded epoch visits."""
         if self._shuffle and isinstance(self._keys_arg, (list, tuple)):
             return len(self._keys_arg)
@@ -150,9 +150,6 @@ class LMDBData(IndexedSource[Any]):
         return int(self._size or 0)
 
     # -- reading ------------------------------------------------------------------------
-
-    def _num_items(self) -> int:
-        return self._unsharded_len()
 
     def _key_list(self) -> list[bytes]:
         """Every key an epoch visits, in key order (found once per ``reset_state()``)."""
