@@ -18,9 +18,8 @@ from typing import IO, Any, Union
 
 from .._errors import LengthUnknownError
 from .._warn import warn
-from ..base import DataFlow
 from ..sources._order import ShardSpec
-from ._common import FormatError, PathType
+from ._common import FormatError
 from ._file_reader import FileReader, storage_args
 from ._storage import PathSpec, redact
 from ._tar import TarError, read_members
@@ -405,49 +404,7 @@ class WebDatasetSerializer:
     :class:`WebDatasetData` read.
     """
 
-    @staticmethod
-    def save(
-        df: DataFlow[Any],
-        pattern: PathType,
-        maxcount: int = 100000,
-        maxsize: int = 3_000_000_000,
-        *,
-        start_shard: int = 0,
-        overwrite: bool = False,
-        progress: bool = True,
-        durable: bool = False,
-    ) -> list[str]:
-        """Write every datapoint of one epoch of ``df`` (after ``df.reset_state()``): each a
-        dict ``{"__key__": key, ext: value, ...}`` becomes one member ``<key>.<ext>`` per
-        extension, in sorted order of the extensions (as ``webdataset.TarWriter`` writes
-        them). Keys starting with ``__`` are not written; without ``__key__`` the sample's
-        index in the flow (``"%09d"``) is its key. A key must not contain a dot after its
-        last ``/`` (readers would split it there), and two consecutive samples must not share
-        a key.
-
-        Values are encoded by extension, the inverse of :class:`WebDatasetData`'s decoders:
-        ``bytes`` as they are, ``str`` as UTF-8, ``int`` for ``.cls``/``.idx``/``.id``...,
-        arrays for ``.npy``, a dict of arrays for ``.npz``, JSON values for ``.json``, RGB
-        ``uint8`` arrays for image extensions (OpenCV; ``.jpg`` is lossy). A value that cannot
-        be encoded raises :class:`~dataflow.FormatError` naming the sample and extension.
-
-        Shard ``k`` goes to ``pattern % (start_shard + k)``; a new shard starts when the
-        current one holds ``maxcount`` samples or ``maxsize`` bytes (a sample is never split:
-        a shard may pass ``maxsize`` by its last sample). Each shard is written all or
-        nothing (a temporary file renamed once complete): an interrupted save leaves the
-        shards it completed and no partial one. Existing shards are replaced only with
-        ``overwrite=True``; ``durable=True`` flushes each to the disk before it appears.
-        Returns the paths written (one empty shard for an empty flow)."""
-        return save_webdataset(
-            df,
-            pattern,
-            maxcount=maxcount,
-            maxsize=maxsize,
-            start_shard=start_shard,
-            overwrite=overwrite,
-            progress=progress,
-            durable=durable,
-        )
+    save = staticmethod(save_webdataset)
 
     @staticmethod
     def load(
