@@ -115,8 +115,6 @@ class ImageAugmentor:
     def __repr__(self) -> str:
         return default_repr(self)
 
-    __str__ = __repr__
-
     def get_transform(self, img: np.ndarray) -> Any:
         """Draw the random parameters for ``img`` and return the deterministic Transform.
 
@@ -250,8 +248,6 @@ class AugmentorList(_Composed):
     def __repr__(self) -> str:
         inner = ",\n".join("  " + repr(a) for a in self.augmentors)
         return f"imgaug.AugmentorList([\n{inner}])"
-
-    __str__ = __repr__
 
 
 class PhotometricAugmentor(ImageAugmentor):
