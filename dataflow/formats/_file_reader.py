@@ -64,8 +64,10 @@ class FileReader(StorageReader, DataFlow[T]):
         raise NotImplementedError
 
     def _epoch_limit(self) -> int | None:
-        """Where a fresh epoch of this rank stops (``None``: after its last piece)."""
-        return None
+        """Where a fresh epoch of this rank stops (``None``: after its last piece): with
+        ``equal=True``, at its length, which every rank has."""
+        spec = self._file_shard
+        return len(self) if spec is not None and spec.equal else None
 
     def _records(self) -> Iterator[T]:
         """The datapoints of ``self._work`` from ``self._pos`` on."""

@@ -257,10 +257,6 @@ class TFRecordData(FileReader[Any]):
         target = sum(counts) // spec.num_shards
         return _split_equal(whole, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
 
-    def _epoch_limit(self) -> int | None:
-        spec = self._file_shard
-        return len(self) if spec is not None and spec.equal else None
-
     def _resume(self, resume: dict[str, Any]) -> None:
         """The epoch's work from a loaded position: this reader's own (the same pieces, or a
         sharded rank's saved list of what it has left), or its part of what all ranks left

@@ -209,12 +209,6 @@ class WebDatasetData(FileReader[dict[str, Any]]):
         shards = range(n) if spec is None else range(spec.index, n, spec.num_shards)
         return [[i, 0, 0] for i in shards]
 
-    def _epoch_limit(self) -> int | None:
-        spec = self._file_shard
-        if spec is not None and spec.equal:
-            return self._equal_limit([[i, 0, 0] for i in range(len(self.paths))], spec)
-        return None
-
     def _resume(self, resume: dict[str, Any]) -> None:
         """The epoch's work from a loaded position: this reader's own, or its part of what
         all ranks left (a state merged by :func:`dataflow.checkpoint.reshard`)."""
