@@ -336,7 +336,8 @@ class TFRecordData(FileReader[Any]):
         i, first, end, done, start, _ = piece
         stage, path = type(self).__name__, redact(self.paths[i])
         decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
-        whole = first == 0 and (end < 0 or end == self._offsets_count(i))
+        offsets = self._offsets_of[i]
+        whole = first == 0 and (end < 0 or (offsets is not None and end == len(offsets)))
         expected = self._counts[i] if self._counts is not None and whole else None
         source = "its index says"
         for index, offset, data in read_records_from(stage, path, f, self.verify_crc, start, first + done):
@@ -353,10 +354,6 @@ class TFRecordData(FileReader[Any]):
                 f"{stage}: {path}: {source} {expected} records but the file has {piece[3]}; "
                 f"the file is truncated or damaged"
             )
-
-    def _offsets_count(self, i: int) -> int | None:
-        offsets = self._offsets_of[i]
-        return None if offsets is None else len(offsets)
 
     def _position_state(self) -> dict[str, Any]:
         work, pos = self._work, self._pos
