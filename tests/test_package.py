@@ -70,9 +70,12 @@ def _home_of(obj: object) -> list[str]:
 #: Flow classes users never build by name: bases of the public flows, and the class a public
 #: constructor returns (``TFRecordData(shuffle=True)``, ``LMDBSerializer.load``).
 INTERNAL_FLOWS = {
+    "dataflow.dataset._images.DecodedImages",
+    "dataflow.formats._file_reader.FileReader",
     "dataflow.formats._lmdb_decoded.SerializedLMDB",
     "dataflow.formats._tfrecord.ShuffledTFRecordData",
     "dataflow.parallel._map_base.ParallelMapBase",
+    "dataflow.parallel._runner_part.RunnerPart",  # what a shard=True runner's worker runs
     "dataflow.sources._indexed.IndexedSource",
 }
 

@@ -1,17 +1,20 @@
-"""Decoding the image files the ImageNet-style loaders list (``ILSVRC12``, ``TinyImageNet``,
-``Places365Standard``): BGR ``uint8`` arrays as ``cv2.imread(f, cv2.IMREAD_COLOR)`` reads them."""
+"""Decoding the image files of the dataset loaders (``ILSVRC12``, ``TinyImageNet``,
+``Places365Standard``, ``BSDS500``): BGR ``uint8`` arrays as ``cv2.imread(f, cv2.IMREAD_COLOR)``
+reads them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ..adapters._require import require
+from ..sources._indexed import Order
+from ..sources._memory import DataFromArrays
 from ._paths import FormatError
 
-__all__ = ["decoded", "imread"]
+__all__ = ["DecodedImages", "imread"]
 
 
 def imread(stage: str, fname: str) -> np.ndarray:
@@ -24,6 +27,12 @@ def imread(stage: str, fname: str) -> np.ndarray:
     return im  # type: ignore[no-any-return]
 
 
-def decoded(stage: str, items: Iterable[Any]) -> Iterator[list[Any]]:
-    """``[image, label]`` for each ``[file name, label]`` of ``items``, decoded lazily."""
-    return ([imread(stage, f), label] for f, label in items)
+class DecodedImages(DataFromArrays):
+    """Arrays of ``[file name, label]`` that yield ``[BGR uint8 image, label]``: each file is
+    decoded when its datapoint is yielded; positions, shuffling and sharding are the file
+    list's."""
+
+    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
+        items, cur, probe = super()._open(order, start)
+        stage = type(self).__name__
+        return ([imread(stage, f), label] for f, label in items), cur, probe

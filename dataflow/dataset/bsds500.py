@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..adapters._require import require
 from ..sources._memory import DataFromArrays
+from ._images import imread
 from ._matlab import field, loadmat
 from ._paths import FormatError, check_choice, dataset_dir, missing
 
@@ -35,16 +35,13 @@ class BSDS500(DataFromArrays):
         self.data_root = os.path.join(dataset_dir("bsds500_data", data_dir), "BSR", "BSDS500", "data")
         if not os.path.isdir(self.data_root):
             raise missing(stage, self.data_root, _SOURCE)
-        cv2 = require("cv2", "image", f"{stage} (decoding images with OpenCV)")
         files = sorted(glob.glob(os.path.join(self.data_root, "images", name, "*.jpg")))
         if not files:
             raise missing(stage, os.path.join(self.data_root, "images", name, "*.jpg"), _SOURCE)
         self.data = np.zeros((len(files), IMG_H, IMG_W, 3), dtype=np.uint8)
         self.label = np.zeros((len(files), IMG_H, IMG_W), dtype=np.float32)
         for i, f in enumerate(files):
-            im = cv2.imread(f, 1)
-            if im is None:
-                raise FormatError(f"{stage}: cannot decode {f!r}")
+            im = imread(stage, f)
             gt_file = os.path.join(
                 self.data_root, "groundTruth", name, os.path.basename(f)[: -len(".jpg")] + ".mat"
             )

@@ -7,16 +7,15 @@ the mean image from Caffe's ``caffe_ilsvrc12.tar.gz``: ``synsets.txt``, ``synset
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..adapters._require import require
-from ..sources._indexed import Order
 from ..sources._memory import DataFromArrays
 from ._blobproto import decode_blob_proto
-from ._images import decoded
+from ._images import DecodedImages
 from ._paths import FormatError, check_choice, dataset_dir, missing, require_file
 
 __all__ = ["ILSVRC12", "ILSVRC12Files", "ILSVRCMeta", "TinyImageNet"]
@@ -142,14 +141,10 @@ class ILSVRC12Files(DataFromArrays):
         super().__init__([files, labels], shuffle=name == "train" if shuffle is None else shuffle, seed=seed)
 
 
-class ILSVRC12(ILSVRC12Files):
+class ILSVRC12(ILSVRC12Files, DecodedImages):
     """Like :class:`ILSVRC12Files`, but yields ``[BGR uint8 image, label]`` decoded with OpenCV
     (``pip install "dataflow-ml[image]"``). An undecodable file raises :class:`FormatError`
     naming it (tensorpack asserted)."""
-
-    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
-        items, cur, probe = super()._open(order, start)
-        return decoded(type(self).__name__, items), cur, probe
 
     @staticmethod
     def get_training_bbox(bbox_dir: Any, imglist: Sequence[Any]) -> list[np.ndarray | None]:
@@ -179,7 +174,7 @@ class ILSVRC12(ILSVRC12Files):
         return out
 
 
-class TinyImageNet(DataFromArrays):
+class TinyImageNet(DecodedImages):
     """``[BGR uint8 image, label]`` of split ``name`` (``"train"`` or ``"val"``) of Tiny ImageNet
     in ``dir``, as ``tiny-imagenet-200.zip`` unpacks: ``wnids.txt`` (one class id per line; the
     label is its line number), ``train/<wnid>/images/*.JPEG`` and ``val/images/*.JPEG`` listed
@@ -239,7 +234,3 @@ class TinyImageNet(DataFromArrays):
             if not os.path.isfile(fname):
                 raise FileNotFoundError(f"{stage}: {fname!r}, listed in val_annotations.txt, does not exist")
         return out
-
-    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
-        items, cur, probe = super()._open(order, start)
-        return decoded(type(self).__name__, items), cur, probe

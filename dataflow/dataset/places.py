@@ -4,14 +4,11 @@ the 256x256 images): :class:`Places365Standard`."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from ..sources._indexed import Order
-from ..sources._memory import DataFromArrays
-from ._images import decoded
+from ._images import DecodedImages
 from ._paths import FormatError, check_choice, missing, require_file
 
 __all__ = ["Places365Standard"]
@@ -19,7 +16,7 @@ __all__ = ["Places365Standard"]
 _SOURCE = "http://data.csail.mit.edu/places/places365/places365standard_easyformat.tar, extracted"
 
 
-class Places365Standard(DataFromArrays):
+class Places365Standard(DecodedImages):
     """``[BGR uint8 image, label]`` of split ``name`` (``"train"`` or ``"val"``) of
     Places365-Standard in ``dir`` (the ``places365_standard`` folder): ``<name>.txt`` lists the
     images as ``<name>/<category>/<file>.jpg``, relative to ``dir``. The label is the category's
@@ -67,7 +64,3 @@ class Places365Standard(DataFromArrays):
     def get_label_names(self) -> list[str]:
         """The name of each class, indexed by label."""
         return list(self._labels)
-
-    def _open(self, order: Order, start: int) -> tuple[Iterator[Any], Iterator[int], Iterator[Any]]:
-        items, cur, probe = super()._open(order, start)
-        return decoded(type(self).__name__, items), cur, probe

@@ -53,13 +53,9 @@ def check_flow(stage: str, df: object) -> None:
         )
 
 
-def _writer() -> str:
-    return f"dataflow-ml {__version__}"
-
-
 def make_meta(fmt: str, version: int, count: int) -> dict[str, Any]:
     """The metadata each saved file carries (encoded with the safe codec or as attributes)."""
-    return {"format": fmt, "version": version, "count": count, "writer": _writer()}
+    return {"format": fmt, "version": version, "count": count, "writer": f"dataflow-ml {__version__}"}
 
 
 def check_meta(stage: str, path: str, meta: Any, fmt: str, supported: int) -> int:

@@ -21,7 +21,7 @@ from ..base import DataFlow
 from ..sources._indexed import IndexedSource
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta, require
-from ._storage import ShardStorage
+from ._storage import ShardStorage, StorageReader
 
 __all__ = ["HDF5Data", "HDF5Serializer"]
 
@@ -105,7 +105,7 @@ def _read_column(ds: Any) -> Any:
     return ds[...]
 
 
-class HDF5Data(IndexedSource[Any]):
+class HDF5Data(StorageReader, IndexedSource[Any]):
     """Zip the datasets ``data_paths`` of an HDF5 file: datapoint ``i`` is
     ``[file[p][i] for p in data_paths]`` (any HDF5 file; ours also restore ``str``/``bytes``).
 
@@ -179,11 +179,6 @@ class HDF5Data(IndexedSource[Any]):
     def reset_state(self) -> None:
         super().reset_state()
         self._load(columns=True)
-
-    def io_stats(self) -> dict[str, int]:
-        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
-        reads of a remote file (all zero for a local file)."""
-        return self._storage.io_stats()
 
     def _num_items(self) -> int:
         if self._size is None:

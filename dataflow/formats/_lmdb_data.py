@@ -137,7 +137,7 @@ class LMDBData(IndexedSource[Any]):
         if env is not None:
             env.close()
 
-    def _unsharded_len(self) -> int:
+    def _num_items(self) -> int:
         """The number of entries an unsharded epoch visits."""
         if self._shuffle and isinstance(self._keys_arg, (list, tuple)):
             return len(self._keys_arg)
@@ -150,9 +150,6 @@ class LMDBData(IndexedSource[Any]):
         return int(self._size or 0)
 
     # -- reading ------------------------------------------------------------------------
-
-    def _num_items(self) -> int:
-        return self._unsharded_len()
 
     def _key_list(self) -> list[bytes]:
         """Every key an epoch visits, in key order (found once per ``reset_state()``)."""
@@ -175,7 +172,7 @@ class LMDBData(IndexedSource[Any]):
             items = self._by_index(env, positions)
         return items, cur, probe
 
-    def _in_key_order(self, env: Any, positions: Iterator[int], start: int) -> Iterator[list[Any]]:
+    def _in_key_order(self, env: Any, positions: Iterator[int], start: int) -> Iterator[Any]:
         """Entries in key order from position ``start``, one per position drawn from
         ``positions`` (so the position is always the number of entries yielded)."""
         with env.begin(buffers=self._buffers) as txn:
@@ -191,11 +188,15 @@ class LMDBData(IndexedSource[Any]):
             entries = (kv for kv in cur.iternext() if kv[0] not in _META_KEYS)
             try:
                 for _, (k, v) in zip(positions, entries):
-                    yield [k, v]
+                    yield self._entry(k, v)
             except self._lmdb_error as e:
                 raise self._damaged(e) from e
 
-    def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[list[Any]]:
+    def _entry(self, key: Any, value: Any) -> Any:
+        """What the flow yields for one entry: here ``[key, value]``."""
+        return [key, value]
+
+    def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[Any]:
         keys = self._key_list()
         with env.begin(buffers=self._buffers) as txn:
             get = txn.get
@@ -210,7 +211,7 @@ class LMDBData(IndexedSource[Any]):
                                 f"holds no value for it; the file is damaged"
                             )
                         raise KeyError(f"{self._stage}: {self._path}: no value for key {k!r}")
-                    yield [k, v]
+                    yield self._entry(k, v)
             except self._lmdb_error as e:
                 raise self._damaged(e) from e
 

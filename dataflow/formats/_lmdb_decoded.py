@@ -36,13 +36,16 @@ class SerializedLMDB(LMDBData):
                 f"entries with LMDBData"
             )
 
-    def _decoded_tensorpack(self, items: Iterator[list[Any]]) -> Iterator[Any]:
-        """tensorpack's values (its own keys, msgpack or pickle): see tensorpack_decode."""
-        from ._tensorpack_decode import loads_tensorpack
+    def _entry(self, key: Any, value: Any) -> Any:
+        if self._tensorpack:  # its own keys, msgpack or pickle: see tensorpack_decode
+            from ._tensorpack_decode import loads_tensorpack
 
-        allow, where = self._allow_pickle, f"{self._stage}: {self._path}"
-        for k, v in items:
-            yield loads_tensorpack(v, allow_pickle=allow, where=f"{where}, key {bytes(k)!r}")
+            where = f"{self._stage}: {self._path}, key {bytes(key)!r}"
+            return loads_tensorpack(value, allow_pickle=self._allow_pickle, where=where)
+        try:
+            return codec.loads(value)  # copies out of the read-only map view
+        except codec.CodecError as e:
+            raise self._undecodable(key, e) from e
 
     _buffers = True  # values are decoded (copied) before the next entry is read
 
@@ -53,7 +56,7 @@ class SerializedLMDB(LMDBData):
         yields values only, one per position, decoded by C-level iterators (no Python frame
         per entry)."""
         if self._tensorpack:
-            yield from self._decoded_tensorpack(super()._in_key_order(env, positions, start))
+            yield from super()._in_key_order(env, positions, start)
             return
         loads, CodecError = codec.loads, codec.CodecError
         with env.begin(buffers=True) as txn:
@@ -65,30 +68,6 @@ class SerializedLMDB(LMDBData):
                 yield from map(loads, values)
             except CodecError as e:
                 raise self._undecodable(bytes(cur.key()), e) from e
-            except self._lmdb_error as e:
-                raise self._damaged(e) from e
-
-    def _by_index(self, env: Any, indices: Iterator[int]) -> Iterator[Any]:
-        if self._tensorpack:
-            yield from self._decoded_tensorpack(super()._by_index(env, indices))
-            return
-        keys = self._key_list()
-        loads, CodecError = codec.loads, codec.CodecError
-        with env.begin(buffers=True) as txn:
-            get = txn.get
-            k = b""
-            try:
-                for i in indices:
-                    k = keys[i]
-                    v = get(k)
-                    if v is None:
-                        raise FormatError(
-                            f"{self._stage}: {self._path}: the database lists key {k!r} but "
-                            f"holds no value for it; the file is damaged"
-                        )
-                    yield loads(v)  # copies out of the read-only map view
-            except CodecError as e:
-                raise self._undecodable(k, e) from e
             except self._lmdb_error as e:
                 raise self._damaged(e) from e
 

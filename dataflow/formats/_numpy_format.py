@@ -22,7 +22,7 @@ from ..base import DataFlow
 from ..sources._indexed import IndexedSource
 from ._atomic import atomic_write
 from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save, make_meta
-from ._storage import ShardStorage, redact
+from ._storage import ShardStorage, StorageReader, redact
 
 __all__ = ["NumpySerializer"]
 
@@ -88,7 +88,7 @@ def _read(stage: str, storage: ShardStorage, members: tuple[str, ...]) -> dict[s
     return out
 
 
-class _NumpyData(IndexedSource[Any]):
+class _NumpyData(StorageReader, IndexedSource[Any]):
     """The datapoints of an npz written by :meth:`NumpySerializer.save`: the whole file is
     read into memory by ``reset_state()`` and each datapoint decoded when yielded (arrays
     are fresh copies each epoch). ``len`` is exact. Reentrant. Checkpoints, resumes (without
@@ -129,11 +129,6 @@ class _NumpyData(IndexedSource[Any]):
             except _TensorpackFile:
                 self._count = len(_read_tensorpack(stage, self._storage, self._allow_pickle))
         return self._count
-
-    def io_stats(self) -> dict[str, int]:
-        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
-        reads of a remote file (all zero for a local file)."""
-        return self._storage.io_stats()
 
     def _getter(self) -> Callable[[int], Any]:
         if self._tensorpack is not None:

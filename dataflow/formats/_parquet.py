@@ -20,15 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import _seeding as seeding
 from .._errors import DataFlowNotReset, LengthUnknownError, StateError
-from .._state import checking_only
-from .._state_fields import check_file_count, int_field
+from .._state_fields import int_field
 from ..base import DataFlow
 from ..sources._order import ShardSpec
 from ._arrow import numpy_column
 from ._common import FormatError, require
-from ._storage import PathSpec, ShardStorage, redact
+from ._file_reader import FileReader, storage_args
+from ._storage import PathSpec, redact
 
 __all__ = ["ParquetData"]
 
@@ -40,7 +39,7 @@ def _pq(stage: str) -> Any:
     return require("pyarrow.parquet", "parquet", stage)
 
 
-class ParquetData(DataFlow[dict[str, Any]]):
+class ParquetData(FileReader[dict[str, Any]]):
     """Read Parquet files (a path, an fsspec URL, a list or a glob of them) row group by row
     group, with pyarrow (``pip install "dataflow-ml[parquet]"``).
 
@@ -84,6 +83,10 @@ class ParquetData(DataFlow[dict[str, Any]]):
     :class:`~dataflow.FormatError` naming it and the row group.
     """
 
+    #: a piece: [file, row group, first row, end row (-1: the group's end), rows done,
+    #: permutation stop (-1: all)]
+    _piece_fields = (0, 0, 0, -1, 0, -1)
+
     def __init__(
         self,
         path: PathSpec,
@@ -100,25 +103,14 @@ class ParquetData(DataFlow[dict[str, Any]]):
         retries: int = 5,
         timeout: float | None = 60.0,
     ) -> None:
+        super().__init__(path, seed, storage_args(locals()))
         stage = type(self).__name__
-        self._storage = ShardStorage(
-            stage,
-            path,
-            storage_options=storage_options,
-            prefetch_shards=prefetch_shards,
-            cache_dir=cache_dir,
-            cache_limit=cache_limit,
-            retries=retries,
-            timeout=timeout,
-        )
-        self.paths = self._storage.urls
         if columns is not None and (
             isinstance(columns, (str, bytes)) or not all(isinstance(c, str) for c in columns)
         ):
             raise TypeError(f"{stage}: columns must be a list of column names or None, got {columns!r}")
         self.columns = None if columns is None else list(columns)
-        self._shuffle = bool(shuffle)
-        self._seed = seeding.check_seed(stage, seed)
+        self._shuffle = self._shuffle_work = bool(shuffle)
         if batch_rows is not None and (
             isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1
         ):
@@ -131,14 +123,12 @@ class ParquetData(DataFlow[dict[str, Any]]):
             )
         self.filters = filters
         self._meta: list[Any] | None = None  # each file's pyarrow FileMetaData
-        self._file_shard: ShardSpec | None = None
-        self._shard_seed: int | None = None
-        self._epoch = 0
-        self._yielded = 0
+        self._live: tuple[list[int], Iterator[int], int] | None = None  # the piece being yielded
 
     # -- footers -----------------------------------------------------------------------------
 
     def reset_state(self) -> None:
+        super().reset_state()
         stage = type(self).__name__
         pq = _pq(stage)
         self._expr = None
@@ -148,8 +138,6 @@ class ParquetData(DataFlow[dict[str, Any]]):
                 self._expr = pq.filters_to_expression(self.filters) if listed else self.filters
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{stage}: filters {self.filters!r} are malformed: {e}") from e
-        if self._shard_seed is None:
-            self._shard_seed = int(seeding.seed_sequence(self._seed).generate_state(1)[0])
         if not self._storage.remote:  # remote footers wait for len() or the first epoch
             self._metadata()
 
@@ -201,11 +189,6 @@ class ParquetData(DataFlow[dict[str, Any]]):
 
     def _group_rows(self) -> list[list[int]]:
         return [[md.row_group(k).num_rows for k in range(md.num_row_groups)] for md in self._metadata()]
-
-    def io_stats(self) -> dict[str, int]:
-        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
-        reads of remote files (all zero for local files)."""
-        return self._storage.io_stats()
 
     # -- the epoch's work --------------------------------------------------------------------
 
@@ -264,30 +247,10 @@ class ParquetData(DataFlow[dict[str, Any]]):
             work = _split_equal(whole, spec.num_shards, total // spec.num_shards, self._shuffle)[spec.index]
         return work if worker is None else worker.split(work)
 
-    def _shuffled(self, work: list[list[int]]) -> list[list[int]]:
-        if not self._shuffle:
-            return work
-        if self._shard_seed is None:
-            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        perm = np.random.default_rng([self._shard_seed, self._epoch]).permutation(len(work))
-        return [work[k] for k in perm]
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        if "_expr" not in self.__dict__:
-            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        resume = self.__dict__.pop("_resume_at", None)
-        if resume is None:
-            self._epoch += 1
-            self._work = self._shuffled(self._rank_work())
-            self._pos, self._yielded = 0, 0
-            spec = self._file_shard
-            equal = spec is not None and spec.equal and self._worker_shard is None
-            self._limit = sum(map(sum, self._group_rows())) // spec.num_shards if spec and equal else None
-        else:
-            self._resume(resume)
-        self._live: tuple[list[int], Iterator[int], int] | None = None
-        self._started = True
-        return self._track(self._batches() if self.batch_rows else self._rows())
+    def _epoch_limit(self) -> int | None:
+        spec = self._file_shard
+        equal = spec is not None and spec.equal and self._worker_shard is None
+        return sum(map(sum, self._group_rows())) // spec.num_shards if spec and equal else None
 
     def _resume(self, resume: dict[str, Any]) -> None:
         """The epoch's work from a loaded position: rebuilt from the seed and the epoch
@@ -390,6 +353,12 @@ class ParquetData(DataFlow[dict[str, Any]]):
                     yield piece, table.column_names, columns, count
                 self._pos += 1
 
+    def _records(self) -> Iterator[dict[str, Any]]:
+        if "_expr" not in self.__dict__:
+            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
+        self._live = None
+        return self._batches() if self.batch_rows else self._rows()
+
     def _rows(self) -> Iterator[dict[str, Any]]:
         limit = self._limit
         for piece, names, columns, count in self._chunks():
@@ -431,12 +400,7 @@ class ParquetData(DataFlow[dict[str, Any]]):
 
     # -- state -------------------------------------------------------------------------------
 
-    def _get_state(self, live: bool) -> dict[str, Any]:
-        state: dict[str, Any] = {"files": len(self.paths)}
-        if self._shuffle:
-            state.update(seed=str(self._shard_seed), epoch=self._epoch)
-        if not live or not self.__dict__.get("_started"):
-            return state
+    def _position_state(self) -> dict[str, Any]:
         work, pos, yielded = self._work, self._pos, self._yielded
         current = {}
         if self._live is not None:
@@ -451,46 +415,21 @@ class ParquetData(DataFlow[dict[str, Any]]):
         while pos < len(work) and work[pos][3] >= 0 and done(work[pos]) >= _size(work[pos]):
             pos += 1  # a piece read to its end: resuming does not read it again
         if self._file_shard is None:
-            state.update(piece=pos, row=done(work[pos]) if pos < len(work) else 0)
-        else:  # a rank's part: the pieces left, for reshard
-            state["work"] = [[p[0], p[1], p[2], p[3], done(p), p[5]] for p in work[pos:]]
-            state.update(limit=self._limit, yielded=yielded)
-        return state
+            return {"piece": pos, "row": done(work[pos]) if pos < len(work) else 0}
+        # a rank's part: the pieces left, for reshard
+        work_left = [[p[0], p[1], p[2], p[3], done(p), p[5]] for p in work[pos:]]
+        return {"work": work_left, "limit": self._limit, "yielded": yielded}
 
-    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
-        stage = type(self).__name__
-        check_file_count(stage, state, len(self.paths))
-        self.__dict__.pop("_resume_at", None)
-        if self._shuffle:
-            seed = state.get("seed")
-            if not isinstance(seed, str) or not seed.isdigit():
-                raise StateError(f"{stage}: state field 'seed' must be a decimal string, got {seed!r}")
-            epoch = int_field(stage, state, "epoch", 0)
-            if not checking_only():
-                self._shard_seed, self._epoch = int(seed), epoch
-        if not live or ("work" not in state and "piece" not in state):
-            return
-        resume: dict[str, Any] = {"yielded": 0, "limit": None}
+    def _position_from(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any] | None:
         if "work" in state:
-            resume["work"] = _work_field(stage, state, len(self.paths))
-            resume["yielded"] = int_field(stage, state, "yielded", 0)
-            limit = state.get("limit")
-            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-                raise StateError(f"{stage}: state field 'limit' must be an int >= 0 or None, got {limit!r}")
-            resume["limit"] = limit
-            resume["merged"] = state.get("merged") is True
-            if resume["merged"] and self._file_shard is None:
-                raise StateError(
-                    f"{stage}: this state was merged from several ranks by dataflow.checkpoint.reshard; "
-                    f"load it into a pipeline that calls .shard() right after this reader"
-                )
-        else:
-            if self._file_shard is not None:
-                raise StateError(f"{stage}: this state was saved unsharded, but this reader is sharded")
-            resume["piece"] = int_field(stage, state, "piece", 0)
-            resume["row"] = int_field(stage, state, "row", 0)
-        if not checking_only():
-            self._resume_at = resume
+            yielded = int_field(stage, state, "yielded", 0)
+            return {"yielded": yielded, **self._pieces_left(stage, state)}
+        if "piece" not in state:
+            return None
+        if self._file_shard is not None:
+            raise StateError(f"{stage}: this state was saved unsharded, but this reader is sharded")
+        piece, row = int_field(stage, state, "piece", 0), int_field(stage, state, "row", 0)
+        return {"yielded": 0, "limit": None, "piece": piece, "row": row}
 
 
 def _one_chunk(column: Any) -> Any:
@@ -553,24 +492,3 @@ def _split_equal(
                 first = first + need
             rank, have = rank + 1, 0
     return runs
-
-
-def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
-    """The ``work`` field of a state: ``[file, row group, first row, end row (-1: the
-    group's end), rows done, permutation stop (-1: all)]`` for each piece the epoch has left."""
-    work = state.get("work")
-    if isinstance(work, list):
-        ok = all(
-            isinstance(p, list)
-            and len(p) == 6
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in p)
-            and 0 <= p[0] < files
-            and p[1] >= 0
-            and p[2] >= 0
-            and p[3] >= -1
-            and p[4] >= 0
-            for p in work
-        )
-        if ok:
-            return [list(p) for p in work]
-    raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")

@@ -21,11 +21,12 @@ from collections.abc import Generator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, Union
 
+from .._checks import check_int, check_timeout
 from .._errors import FormatError
 from ._common import require
 from ._shard_cache import ShardCache
 
-__all__ = ["STORAGE_ARGS", "PathSpec", "ShardStorage", "is_remote", "redact"]
+__all__ = ["STORAGE_ARGS", "PathSpec", "ShardStorage", "StorageReader", "is_remote", "redact"]
 
 PathSpec = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 STORAGE_ARGS = ("storage_options", "prefetch_shards", "cache_dir", "cache_limit", "retries", "timeout")
@@ -155,28 +156,20 @@ class ShardStorage:
             raise TypeError(
                 f"{stage}: storage_options must be a dict or None, got {type(storage_options).__name__}"
             )
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"{stage}: retries must be an int >= 0, got {retries!r}")
         if prefetch_shards != "auto" and (
             isinstance(prefetch_shards, bool) or not isinstance(prefetch_shards, int) or prefetch_shards < 0
         ):
             raise ValueError(
                 f"{stage}: prefetch_shards must be 'auto' or an int >= 0, got {prefetch_shards!r}"
             )
-        if cache_limit is not None and (
-            isinstance(cache_limit, bool) or not isinstance(cache_limit, int) or cache_limit <= 0
-        ):
-            raise ValueError(
-                f"{stage}: cache_limit must be a number of bytes > 0 or None, got {cache_limit!r}"
-            )
-        if cache_limit is not None and cache_dir is None:
-            raise ValueError(f"{stage}: cache_limit={cache_limit} needs cache_dir=, the folder it bounds")
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
-        ):
-            raise ValueError(f"{stage}: timeout must be seconds > 0 or None, got {timeout!r}")
+        if cache_limit is not None:
+            check_int(stage, "cache_limit (bytes)", cache_limit)
+            if cache_dir is None:
+                raise ValueError(f"{stage}: cache_limit={cache_limit} needs cache_dir=, the folder it bounds")
         self._options = dict(storage_options or {})
-        self.prefetch_shards, self.retries, self.timeout = prefetch_shards, retries, timeout
+        self.prefetch_shards = prefetch_shards
+        self.retries = check_int(stage, "retries", retries, minimum=0)
+        self.timeout = check_timeout(stage, timeout)
         self._cache = ShardCache(os.fspath(cache_dir), cache_limit) if cache_dir is not None else None
         self._lock = threading.Lock()
         self._stats = {"requests": 0, "bytes": 0, "retries": 0, "cache_hits": 0}
@@ -478,6 +471,18 @@ class ShardStorage:
                 return f.read()
         except FileNotFoundError:
             return None
+
+
+class StorageReader:
+    """What a flow reading the files of one :class:`ShardStorage` (``self._storage``) adds to
+    its API."""
+
+    _storage: ShardStorage
+
+    def io_stats(self) -> dict[str, int]:
+        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
+        reads of remote files (all zero for local files)."""
+        return self._storage.io_stats()
 
 
 def _close_fetched(future: Future[IO[bytes]]) -> None:

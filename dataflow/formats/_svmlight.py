@@ -16,7 +16,7 @@ import numpy as np
 
 from ..sources._memory import DataFromArrays
 from ._common import FormatError, PathType, fspath
-from ._storage import ShardStorage, redact
+from ._storage import ShardStorage, StorageReader, redact
 
 __all__ = ["SVMLightData", "read_svmlight"]
 
@@ -59,7 +59,7 @@ def read_svmlight(
     return x, np.asarray(labels, np.float64)
 
 
-class SVMLightData(DataFromArrays):
+class SVMLightData(StorageReader, DataFromArrays):
     """``[X_i, y_i]`` for each sample of an SVMlight file: ``X_i`` a dense ``float64`` row,
     ``y_i`` a ``float64`` label. tensorpack's arguments. Random access: shuffles with
     ``self.rng``, checkpoints and shards by index."""
@@ -76,8 +76,3 @@ class SVMLightData(DataFromArrays):
         self.X, self.y = read_svmlight(path, "SVMLightData", storage_)
         self._storage = storage_
         super().__init__([self.X, self.y], shuffle=shuffle, seed=seed)
-
-    def io_stats(self) -> dict[str, int]:
-        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
-        reads of a remote file (all zero for a local file)."""
-        return self._storage.io_stats()

@@ -1,16 +1,9 @@
 """TFRecord files without TensorFlow: :class:`TFRecordData` and :class:`TFRecordSerializer`.
 
-A TFRecord file is a sequence of records, each framed as ``uint64 length``, ``uint32 masked
-CRC-32C of the length``, ``data``, ``uint32 masked CRC-32C of the data`` (little-endian).
-Both CRCs are checked on read; a mismatch, a truncated file or a record count that disagrees
-with the index raises :class:`~dataflow.formats.FormatError` naming the file, the record
-index and its byte offset.
-
+The framing, its CRCs and the index file beside each file are :mod:`dataflow.formats._tfrecord_io`'s.
 Files written by :meth:`TFRecordSerializer.save` hold only datapoint records, each encoded
 with the safe codec (:func:`dataflow.codec.dumps`), so ``tf.data.TFRecordDataset(path)``
-reads them as they are. Beside each file, ``<file>.index`` holds the record count, the
-format metadata (writer, version) and every record's byte offset (see
-:mod:`dataflow.formats._tfrecord_io`): ``len`` without a scan, a check that the file is
+reads them as they are; their index gives ``len`` without a scan, a check that the file is
 complete, and random access (``shuffle=True``: ``TFRecordData`` then builds its random-access
 subclass :class:`ShuffledTFRecordData`, below). Files of the earlier layout, which started
 with a header record (magic ``DFTFREC\\0`` and the count), are still read.
@@ -19,6 +12,7 @@ with a header record (magic ``DFTFREC\\0`` and the count), are still read.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import copy
 import os
 import struct
@@ -30,20 +24,19 @@ from typing import IO, Any
 
 import numpy as np
 
-from .. import _seeding as seeding
 from .. import codec
 from .._errors import DataFlowNotReset, LengthUnknownError, StateError
-from .._state import checking_only
-from .._state_fields import check_file_count
 from ..base import DataFlow
 from ..sources._indexed import IndexedSource, Order, cursor
 from ..sources._order import ShardSpec
-from ._common import FormatError, PathType, check_meta
-from ._file_state import file_position, shuffle_seed
-from ._storage import PathSpec, ShardStorage, is_remote, redact
+from ._atomic import _create_temp, _fsync, _fsync_dir, _remove, atomic_write, check_target
+from ._common import FormatError, PathType, check_meta, fspath, iterate_for_save
+from ._file_reader import FileReader, storage_args
+from ._storage import PathSpec, is_remote, redact
 from ._tfrecord_io import (
     HEADER_MAGIC,
     INDEX_SUFFIX,
+    RecordWriter,
     decode_record,
     frame,
     index_path,
@@ -53,8 +46,8 @@ from ._tfrecord_io import (
     read_records,
     read_records_from,
     write_index,
+    write_index_file,
 )
-from ._tfrecord_save import save_tfrecord
 
 __all__ = ["HEADER_MAGIC", "TFRecordData", "TFRecordSerializer", "frame", "read_records", "write_index"]
 
@@ -85,7 +78,7 @@ def _decoder(stage: str, decode: str) -> Callable[[bytes], Any] | None:
     return None
 
 
-class TFRecordData(DataFlow[Any]):
+class TFRecordData(FileReader[Any]):
     """Read one TFRecord file, or several in order: any TFRecord file, or our own.
 
     ``decode`` says what a datapoint is: ``True`` (or ``"codec"``) decodes each record with
@@ -117,6 +110,10 @@ class TFRecordData(DataFlow[Any]):
     by index under :class:`~dataflow.ShardData`).
     """
 
+    #: a piece: [file, first record, end record (-1: the file's end), records done, byte
+    #: offset, positions of its permutation a shuffled piece yields (-1: all)]
+    _piece_fields = (0, 0, -1, 0, None, -1)
+
     _random_access = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> TFRecordData:
@@ -142,25 +139,10 @@ class TFRecordData(DataFlow[Any]):
         retries: int = 5,
         timeout: float | None = 60.0,
     ) -> None:
+        super().__init__(path, seed, storage_args(locals()))
         stage = type(self).__name__
-        self._storage = ShardStorage(
-            stage,
-            path,
-            storage_options=storage_options,
-            prefetch_shards=prefetch_shards,
-            cache_dir=cache_dir,
-            cache_limit=cache_limit,
-            retries=retries,
-            timeout=timeout,
-        )
-        self.paths = self._storage.urls
         self._shard_shuffle = bool(shuffle) and self._storage.remote and not self._random_access
-        self._seed = seeding.check_seed(stage, seed)
-        self._shard_seed: int | None = None
-        self._epoch = 0
-        self._file_shard: ShardSpec | None = None  # this rank's files, given by ShardData
-        self._totals: list[int] = []
-        self._yielded = 0
+        self._shuffle_work = self._shard_shuffle
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
             raise ValueError(f"{stage}: size must be an int >= 0 or None, got {size!r}")
         if not isinstance(decode, (bool, str)) or decode not in _DECODE:
@@ -178,49 +160,34 @@ class TFRecordData(DataFlow[Any]):
         self._offsets_of: list[np.ndarray | None] = [None] * len(self.paths)  # from the index files
 
     def _read_counts(self) -> list[int | None]:
-        """The record count of each file from its index (or the header of an older file of
-        ours), ``None`` for files without either."""
-        stage = type(self).__name__
-        if self._storage.remote:
-            return self._remote_counts()
-        counts: list[int | None] = []
-        for path in self.paths:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{stage}: no such file: {path!r}")
-            offsets = read_index(stage, path)
-            self._offsets_of[len(counts)] = offsets
-            if offsets is not None:
-                counts.append(len(offsets))
-                continue
-            with open(path, "rb") as f:
-                first = next(read_records_from(stage, path, f, self.verify_crc), None)
-            if first is None:
-                counts.append(0)
-            else:
-                ours = first[2][:8] == HEADER_MAGIC
-                counts.append(_parse_header(stage, path, first[2]) if ours else None)
-        known = [c for c in counts if c is not None]
-        if self._size is not None and len(known) == len(counts) and sum(known) != self._size:
-            raise ValueError(
-                f"{stage}: size={self._size} but the files' indexes say {sum(known)} records; "
-                f"leave size=None to use them"
-            )
-        return counts
-
-    def _remote_counts(self) -> list[int | None]:
-        """Each remote file's record count from its index file (fetched in parallel, once
-        per flow), ``None`` where there is none."""
+        """The record count of each file from its index (or the header of a local older file
+        of ours), ``None`` for files without either; remote indexes are fetched in parallel,
+        once per flow."""
         stage, storage = type(self).__name__, self._storage
 
         def count(i: int) -> int | None:
-            raw = storage.fetch_sibling(i, INDEX_SUFFIX)
-            if raw is None:
-                return None
-            offsets = self._offsets_of[i] = parse_index(stage, redact(self.paths[i]), raw, storage.sizes[i])
-            return len(offsets)
+            path = self.paths[i]
+            if storage.remote:
+                raw = storage.fetch_sibling(i, INDEX_SUFFIX)
+                offsets = None if raw is None else parse_index(stage, redact(path), raw, storage.sizes[i])
+            elif not os.path.isfile(path):
+                raise FileNotFoundError(f"{stage}: no such file: {path!r}")
+            else:
+                offsets = read_index(stage, path)
+            self._offsets_of[i] = offsets
+            if offsets is not None or storage.remote:
+                return None if offsets is None else len(offsets)
+            with open(path, "rb") as f:
+                first = next(read_records_from(stage, path, f, self.verify_crc), None)
+            if first is None:
+                return 0
+            return _parse_header(stage, path, first[2]) if first[2][:8] == HEADER_MAGIC else None
 
-        with ThreadPoolExecutor(min(32, len(self.paths))) as pool:
-            counts = list(pool.map(count, range(len(self.paths))))
+        if storage.remote:
+            with ThreadPoolExecutor(min(32, len(self.paths))) as pool:
+                counts = list(pool.map(count, range(len(self.paths))))
+        else:
+            counts = [count(i) for i in range(len(self.paths))]
         known = [c for c in counts if c is not None]
         if self._size is not None and len(known) == len(counts) and sum(known) != self._size:
             raise ValueError(
@@ -230,16 +197,10 @@ class TFRecordData(DataFlow[Any]):
         return counts
 
     def reset_state(self) -> None:
+        super().reset_state()
         self._decode_fn = _decoder(type(self).__name__, self.decode)
-        if self._shard_seed is None:
-            self._shard_seed = int(seeding.seed_sequence(self._seed).generate_state(1)[0])
         if not self._storage.remote:  # remote counts wait for len(): no request before the first file
             self._counts = self._read_counts()
-
-    def io_stats(self) -> dict[str, int]:
-        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
-        reads of remote files (all zero for local files)."""
-        return self._storage.io_stats()
 
     def __len__(self) -> int:
         spec = self._file_shard
@@ -322,29 +283,6 @@ class TFRecordData(DataFlow[Any]):
         work = _split_equal(whole, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
         return work if worker is None else worker.split(_trimmed(work, target, self._shard_shuffle))
 
-    def __iter__(self) -> Iterator[Any]:
-        resume = self.__dict__.pop("_resume_at", None)
-        if resume is None:
-            self._epoch += 1
-            self._work = self._shuffled(self._rank_work())
-            self._pos, self._yielded = 0, 0
-            spec = self._file_shard
-            self._limit = len(self) if spec is not None and spec.equal else None
-        else:
-            self._resume(resume)
-        self._started = True
-        return self._track(self._records())
-
-    def _shuffled(self, work: list[list[int]]) -> list[list[int]]:
-        """The pieces in the order this epoch reads them: as given, or with remote files and
-        ``shuffle=True`` in a permutation drawn from the seed and the epoch."""
-        if not self._shard_shuffle:
-            return work
-        if self._shard_seed is None:
-            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        perm = np.random.default_rng([self._shard_seed, self._epoch]).permutation(len(work))
-        return [work[k] for k in perm]
-
     def _resume(self, resume: dict[str, Any]) -> None:
         """The epoch's work from a loaded position: this reader's own (the same pieces, or a
         sharded rank's saved list of what it has left), or its part of what all ranks left
@@ -393,8 +331,9 @@ class TFRecordData(DataFlow[Any]):
         for i, first, end, _, offset, _ in rest:
             offsets = self._offsets_of[i]
             # a shuffled piece starts at its first record's offset; an empty file has none
-            at_record = self._shard_shuffle and offsets is not None and first < len(offsets)
-            starts.append(int(offsets[first]) if at_record else offset)
+            if self._shard_shuffle and offsets is not None and first < len(offsets):
+                offset = int(offsets[first])
+            starts.append(offset)
             ends.append(int(offsets[end]) if offsets is not None and 0 <= end < len(offsets) else None)
         files = self._storage.iterate([piece[0] for piece in rest], starts, ends)
         read = self._read_shuffled if self._shard_shuffle else self._read_file
@@ -431,7 +370,8 @@ class TFRecordData(DataFlow[Any]):
         i, first, end, done, start, _ = piece
         stage, path = type(self).__name__, redact(self.paths[i])
         decode = self.__dict__.get("_decode_fn") or _decoder(stage, self.decode)
-        whole = first == 0 and (end < 0 or end == self._offsets_count(i))
+        offsets = self._offsets_of[i]
+        whole = first == 0 and (end < 0 or (offsets is not None and end == len(offsets)))
         expected = self._counts[i] if self._counts is not None and whole else None
         source = "its index says"
         for index, offset, data in read_records_from(stage, path, f, self.verify_crc, start, first + done):
@@ -449,16 +389,7 @@ class TFRecordData(DataFlow[Any]):
                 f"the file is truncated or damaged"
             )
 
-    def _offsets_count(self, i: int) -> int | None:
-        offsets = self._offsets_of[i]
-        return None if offsets is None else len(offsets)
-
-    def _get_state(self, live: bool) -> dict[str, Any]:
-        state: dict[str, Any] = {"files": len(self.paths)}
-        if self._shard_shuffle:
-            state.update(seed=str(self._shard_seed), epoch=self._epoch)
-        if not live or not self.__dict__.get("_started"):
-            return state
+    def _position_state(self) -> dict[str, Any]:
         work, pos = self._work, self._pos
         size = self._storage.sizes
         while pos < len(work) and (
@@ -467,26 +398,15 @@ class TFRecordData(DataFlow[Any]):
         ):
             pos += 1  # a piece read to its end: resuming does not fetch it again
         piece = work[pos] if pos < len(work) else [0, 0, -1, 0, 0, -1]
-        state.update(
-            file=pos, offset=str(piece[4]), record=piece[1] + piece[3], read=piece[3], yielded=self._yielded
-        )
+        state = dict(file=pos, offset=str(piece[4]), record=piece[1] + piece[3], read=piece[3])
+        state["yielded"] = self._yielded
         if self._file_shard is not None:  # a rank's part: the pieces left, for reshard
             state["work"] = [[p[0], p[1], p[2], p[3], str(p[4]), p[5]] for p in work[pos:]]
             state["limit"] = self._limit
         return state
 
-    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
-        stage = type(self).__name__
-        check_file_count(stage, state, len(self.paths))
-        self.__dict__.pop("_resume_at", None)
-        if self._shard_shuffle:
-            seed, epoch = shuffle_seed(stage, state)
-            if not checking_only():
-                self._shard_seed, self._epoch = seed, epoch
-        if not live or "file" not in state:
-            return
-        resume = file_position(stage, state, len(self.paths), self._file_shard is not None, _work_field)
-        self._resume_at = resume
+    def _position_from(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self._file_position(stage, state) if "file" in state else None
 
 
 def _piece_size(piece: list[int]) -> int:
@@ -556,29 +476,6 @@ def _split_equal(
     return runs
 
 
-def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
-    """The ``work`` field of a state: ``[file, first record, end record (-1: the file's
-    end), records done, byte offset (a decimal string), positions of its permutation a
-    shuffled piece yields (-1: all)]`` for each piece an epoch has left."""
-    work = state.get("work")
-    out: list[list[int]] = []
-    if isinstance(work, list):
-        for piece in work:
-            ok = (
-                isinstance(piece, list)
-                and len(piece) == 6
-                and isinstance(piece[4], str)
-                and piece[4].isdigit()
-            )
-            ints = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in piece[:4] + piece[5:])
-            if not ints or not 0 <= piece[0] < files or piece[1] < 0 or piece[3] < 0:
-                break
-            out.append([piece[0], piece[1], piece[2], piece[3], int(piece[4]), piece[5]])
-        else:
-            return out
-    raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")
-
-
 class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):
     """What ``TFRecordData(paths, shuffle=True)`` builds: a random-access source over the
     records of all files (a new permutation each epoch, sharded by index), each record read
@@ -596,23 +493,16 @@ class ShuffledTFRecordData(IndexedSource[Any], TFRecordData):
         self._starts: list[int] = [0]
 
     def _load_offsets(self) -> list[list[int]]:
-        stage = type(self).__name__
-        offsets = []
-        for path in self.paths:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{stage}: no such file: {path!r}")
-            found = read_index(stage, path)
+        self._read_counts()  # each file's offsets, from its index
+        for path, found in zip(self.paths, self._offsets_of):
             if found is None:
                 raise FormatError(
-                    f"{stage}: shuffle=True reads records by their offsets, but {path} has no index "
-                    f"file {index_path(path)}; write it once with "
+                    f"{type(self).__name__}: shuffle=True reads records by their offsets, but {path} has "
+                    f"no index file {index_path(path)}; write it once with "
                     f"dataflow.TFRecordSerializer.write_index({path!r}), or read in file order"
                 )
-            offsets.append(found.tolist())
+        offsets = [found.tolist() for found in self._offsets_of if found is not None]
         self._starts = list(accumulate((len(o) for o in offsets), initial=0))
-        total = self._starts[-1]
-        if self._size is not None and self._size != total:
-            raise ValueError(f"{stage}: size={self._size} but the files' indexes say {total} records")
         self._offsets = offsets
         return offsets
 
@@ -683,7 +573,35 @@ class TFRecordSerializer:
         index that is not its own). An existing file is replaced only with ``overwrite=True``.
         ``durable=True`` also flushes it to the disk before it appears, so it survives a
         power loss too (see :doc:`/formats`)."""
-        save_tfrecord(df, path, overwrite=overwrite, progress=progress, durable=durable)
+        stage = "TFRecordSerializer.save"
+        path = fspath(stage, "path", path)
+        ipath = index_path(path)
+        check_target(stage, ipath, overwrite=True)
+        itmp = ""
+        try:
+            with atomic_write(stage, path, overwrite, durable) as tmp:
+                fd = os.open(tmp, os.O_WRONLY)  # not O_TRUNC: see atomic_write
+                try:
+                    writer = RecordWriter(fd)
+                    dumps_parts = codec.dumps_parts  # the arrays' memory goes to writev as it is
+                    for dp in iterate_for_save(stage, df, progress):
+                        writer.write_parts(dumps_parts(dp))
+                    writer.flush()
+                finally:
+                    os.close(fd)
+                itmp = _create_temp(*os.path.split(os.path.abspath(ipath)))
+                write_index_file(itmp, writer.offsets, writer.size)
+                if durable:
+                    _fsync(itmp)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(ipath)  # never leave the old index beside the new file
+            os.replace(itmp, ipath)
+        except BaseException:
+            if itmp:
+                _remove(itmp)
+            raise
+        if durable:
+            _fsync_dir(os.path.dirname(os.path.abspath(ipath)))
 
     @staticmethod
     def load(

@@ -81,25 +81,18 @@ def read_records_from(
         if not head:
             return
         if len(head) < 12:
-            raise FormatError(
-                f"{stage}: {_where(path, index, offset)}: the file is truncated (a partial record header)"
-            )
+            raise _damaged(stage, path, index, offset, "the file is truncated (a partial record header)")
         length, length_crc = unpack_len(head)
         if masked_crc32c(head[:8]) != length_crc:
-            raise FormatError(
-                f"{stage}: {_where(path, index, offset)}: corrupt record length (CRC mismatch)"
-            )
+            raise _damaged(stage, path, index, offset, "corrupt record length (CRC mismatch)")
         data = read(length)
         tail = read(4)
         if len(data) < length or len(tail) < 4:
-            raise FormatError(
-                f"{stage}: {_where(path, index, offset)}: the file is truncated (the record needs "
-                f"{length + 16} bytes, the file ends after {len(head) + len(data) + len(tail)})"
-            )
+            got = len(head) + len(data) + len(tail)
+            what = f"the file is truncated (the record needs {length + 16} bytes, the file ends after {got})"
+            raise _damaged(stage, path, index, offset, what)
         if verify_crc and masked_crc32c(data) != unpack_crc(tail)[0]:
-            raise FormatError(
-                f"{stage}: {_where(path, index, offset)}: corrupt record data (CRC mismatch)"
-            )
+            raise _damaged(stage, path, index, offset, "corrupt record data (CRC mismatch)")
         yield index, offset, data
         index += 1
         offset += length + 16
@@ -110,21 +103,17 @@ def read_record_at(stage: str, path: str, fd: int, index: int, offset: int, veri
     ``pread`` calls; the file position is not used, so readers may share ``fd``)."""
     head = os.pread(fd, 12, offset)
     if len(head) < 12:
-        raise FormatError(
-            f"{stage}: {_where(path, index, offset)}: the file is truncated (a partial record header)"
-        )
+        raise _damaged(stage, path, index, offset, "the file is truncated (a partial record header)")
     length, length_crc = _LEN.unpack(head)
     if masked_crc32c(head[:8]) != length_crc:
-        raise FormatError(
-            f"{stage}: {_where(path, index, offset)}: corrupt record length (CRC mismatch; a damaged "
-            f"file, or an index file that does not belong to it)"
-        )
+        why = "a damaged file, or an index file that does not belong to it"
+        raise _damaged(stage, path, index, offset, f"corrupt record length (CRC mismatch; {why})")
     rec = os.pread(fd, length + 4, offset + 12)
     if len(rec) < length + 4:
-        raise FormatError(f"{stage}: {_where(path, index, offset)}: the file is truncated")
+        raise _damaged(stage, path, index, offset, "the file is truncated")
     data = rec[:length]
     if verify_crc and masked_crc32c(data) != _CRC.unpack_from(rec, length)[0]:
-        raise FormatError(f"{stage}: {_where(path, index, offset)}: corrupt record data (CRC mismatch)")
+        raise _damaged(stage, path, index, offset, "corrupt record data (CRC mismatch)")
     return data
 
 
@@ -142,8 +131,8 @@ def decode_record(
         ) from e
 
 
-def _where(path: str, index: int, offset: int) -> str:
-    return f"{path}: record {index} at byte offset {offset}"
+def _damaged(stage: str, path: str, index: int, offset: int, what: str) -> FormatError:
+    return FormatError(f"{stage}: {path}: record {index} at byte offset {offset}: {what}")
 
 
 class RecordWriter:

@@ -17,18 +17,13 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from typing import IO, Any, Union
 
-import numpy as np
-
-from .. import _seeding as seeding
-from .._errors import DataFlowNotReset, LengthUnknownError, StateError
-from .._state import checking_only
-from .._state_fields import check_file_count
+from .._errors import LengthUnknownError, StateError
 from .._warn import warn
 from ..base import DataFlow
 from ..sources._order import ShardSpec
-from ._common import FormatError, PathType
-from ._file_state import file_position, shuffle_seed
-from ._storage import PathSpec, ShardStorage, redact
+from ._common import FormatError
+from ._file_reader import FileReader, storage_args
+from ._storage import PathSpec, redact
 from ._tar import TarError, read_members
 from ._webdataset_codecs import DECODERS, last_extension
 from ._webdataset_save import save_webdataset
@@ -50,7 +45,7 @@ def split_name(name: str) -> tuple[str, str] | None:
     return None if m is None else (m.group(1), m.group(2).lower())
 
 
-class WebDatasetData(DataFlow[dict[str, Any]]):
+class WebDatasetData(FileReader[dict[str, Any]]):
     """Read WebDataset tar shards: one dict per sample, ``{"__key__": key, "__url__": shard,
     ext: value, ...}``, extensions lowercased, in the order of the shard's members.
 
@@ -101,6 +96,9 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
     left, so :func:`dataflow.checkpoint.reshard` can split them among a new number of ranks.
     """
 
+    #: a piece: [shard, samples done, byte offset of the next sample (-1: the shard is done)]
+    _piece_fields = (0, 0, None)
+
     DECODERS = DECODERS
 
     def __init__(
@@ -118,19 +116,8 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
         retries: int = 5,
         timeout: float | None = 60.0,
     ) -> None:
+        super().__init__(urls, seed, storage_args(locals()), name="urls")
         stage = type(self).__name__
-        self._storage = ShardStorage(
-            stage,
-            urls,
-            storage_options=storage_options,
-            prefetch_shards=prefetch_shards,
-            cache_dir=cache_dir,
-            cache_limit=cache_limit,
-            retries=retries,
-            timeout=timeout,
-            name="urls",
-        )
-        self.paths = self._storage.urls
         if handler not in HANDLERS:
             names = ", ".join(map(repr, HANDLERS))
             raise ValueError(f"{stage}: handler must be one of {names}, got {handler!r}")
@@ -144,20 +131,12 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
             )
         self.decode = dict(decode) if isinstance(decode, Mapping) else decode
         self.handler = handler
-        self._shuffle_shards = bool(shuffle)
-        self._seed = seeding.check_seed(stage, seed)
-        self._shard_seed: int | None = None
-        self._epoch = 0
-        self._file_shard: ShardSpec | None = None
+        self._shuffle_work = bool(shuffle)
         self._counts: list[int] | None = None
         self._skips = {"skipped_samples": 0, "skipped_shards": 0}
         self._shown = [redact(u) for u in self.paths]
 
     # -- set-up, length, sharding --------------------------------------------------------------
-
-    def reset_state(self) -> None:
-        if self._shard_seed is None:
-            self._shard_seed = int(seeding.seed_sequence(self._seed).generate_state(1)[0])
 
     def io_stats(self) -> dict[str, int]:
         """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
@@ -252,29 +231,6 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
         work = [[i, 0, 0] for i in shards]
         return work if self._worker_shard is None else self._worker_shard.split(work)
 
-    def _shuffled(self, work: list[list[int]]) -> list[list[int]]:
-        if not self._shuffle_shards:
-            return work
-        if self._shard_seed is None:
-            raise DataFlowNotReset(f"{type(self).__name__} was iterated before reset_state()")
-        perm = np.random.default_rng([self._shard_seed, self._epoch]).permutation(len(work))
-        return [work[k] for k in perm]
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        resume = self.__dict__.pop("_resume_at", None)
-        if resume is None:
-            self._epoch += 1
-            self._work = self._shuffled(self._rank_work())
-            self._pos, self._yielded = 0, 0
-            spec = self._file_shard
-            self._limit = None
-            if spec is not None and spec.equal:
-                self._limit = self._equal_limit([[i, 0, 0] for i in range(len(self.paths))], spec)
-        else:
-            self._resume(resume)
-        self._started = True
-        return self._track(self._samples())
-
     def _resume(self, resume: dict[str, Any]) -> None:
         """The epoch's work from a loaded position: this reader's own, or its part of what
         all ranks left (a state merged by :func:`dataflow.checkpoint.reshard`)."""
@@ -301,7 +257,7 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
             left = resume["limit"]
             self._limit = limit if left is None else min(limit, left // spec.num_shards)
 
-    def _samples(self) -> Iterator[dict[str, Any]]:
+    def _records(self) -> Iterator[dict[str, Any]]:
         while self._pos < len(self._work):
             restart = yield from self._read_files()
             if not restart:
@@ -441,53 +397,20 @@ class WebDatasetData(DataFlow[dict[str, Any]]):
 
     # -- state ---------------------------------------------------------------------------------
 
-    def _get_state(self, live: bool) -> dict[str, Any]:
-        state: dict[str, Any] = {"files": len(self.paths)}
-        if self._shuffle_shards:
-            state.update(seed=str(self._shard_seed), epoch=self._epoch)
-        if not live or not self.__dict__.get("_started"):
-            return state
+    def _position_state(self) -> dict[str, Any]:
         work, pos = self._work, self._pos
         while pos < len(work) and work[pos][2] < 0:
             pos += 1  # a shard read to its end: resuming does not fetch it again
         piece = work[pos] if pos < len(work) else [0, 0, 0]
-        state.update(file=pos, offset=str(piece[2]), read=piece[1], yielded=self._yielded)
+        state: dict[str, Any] = {"file": pos, "offset": str(piece[2]), "read": piece[1]}
+        state["yielded"] = self._yielded
         if self._file_shard is not None:  # a rank's part: the pieces left, for reshard
             state["work"] = [[p[0], p[1], str(p[2])] for p in work[pos:]]
             state["limit"] = self._limit
         return state
 
-    def _set_state(self, state: Mapping[str, Any], live: bool) -> None:
-        stage = type(self).__name__
-        check_file_count(stage, state, len(self.paths))
-        self.__dict__.pop("_resume_at", None)
-        if self._shuffle_shards:
-            seed, epoch = shuffle_seed(stage, state)
-            if not checking_only():
-                self._shard_seed, self._epoch = seed, epoch
-        if not live or "file" not in state:
-            return
-        resume = file_position(stage, state, len(self.paths), self._file_shard is not None, _work_field)
-        if not checking_only():
-            self._resume_at = resume
-
-
-def _work_field(stage: str, state: Mapping[str, Any], files: int) -> list[list[int]]:
-    """The ``work`` field of a state: ``[shard, samples done, byte offset (a decimal
-    string)]`` for each shard (or rest of one) an epoch has left."""
-    work = state.get("work")
-    out: list[list[int]] = []
-    if isinstance(work, list):
-        for piece in work:
-            ok = isinstance(piece, list) and len(piece) == 3
-            ok = ok and isinstance(piece[2], str) and piece[2].isdigit()
-            ints = ok and all(isinstance(v, int) and not isinstance(v, bool) for v in piece[:2])
-            if not ints or not 0 <= piece[0] < files or piece[1] < 0:
-                break
-            out.append([piece[0], piece[1], int(piece[2])])
-        else:
-            return out
-    raise StateError(f"{stage}: state field 'work' is corrupted ({work!r:.80})")
+    def _position_from(self, stage: str, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self._file_position(stage, state) if "file" in state else None
 
 
 class WebDatasetSerializer:
@@ -502,49 +425,7 @@ class WebDatasetSerializer:
     :class:`WebDatasetData` read.
     """
 
-    @staticmethod
-    def save(
-        df: DataFlow[Any],
-        pattern: PathType,
-        maxcount: int = 100000,
-        maxsize: int = 3_000_000_000,
-        *,
-        start_shard: int = 0,
-        overwrite: bool = False,
-        progress: bool = True,
-        durable: bool = False,
-    ) -> list[str]:
-        """Write every datapoint of one epoch of ``df`` (after ``df.reset_state()``): each a
-        dict ``{"__key__": key, ext: value, ...}`` becomes one member ``<key>.<ext>`` per
-        extension, in sorted order of the extensions (as ``webdataset.TarWriter`` writes
-        them). Keys starting with ``__`` are not written; without ``__key__`` the sample's
-        index in the flow (``"%09d"``) is its key. A key must not contain a dot after its
-        last ``/`` (readers would split it there), and two consecutive samples must not share
-        a key.
-
-        Values are encoded by extension, the inverse of :class:`WebDatasetData`'s decoders:
-        ``bytes`` as they are, ``str`` as UTF-8, ``int`` for ``.cls``/``.idx``/``.id``...,
-        arrays for ``.npy``, a dict of arrays for ``.npz``, JSON values for ``.json``, RGB
-        ``uint8`` arrays for image extensions (OpenCV; ``.jpg`` is lossy). A value that cannot
-        be encoded raises :class:`~dataflow.FormatError` naming the sample and extension.
-
-        Shard ``k`` goes to ``pattern % (start_shard + k)``; a new shard starts when the
-        current one holds ``maxcount`` samples or ``maxsize`` bytes (a sample is never split:
-        a shard may pass ``maxsize`` by its last sample). Each shard is written all or
-        nothing (a temporary file renamed once complete): an interrupted save leaves the
-        shards it completed and no partial one. Existing shards are replaced only with
-        ``overwrite=True``; ``durable=True`` flushes each to the disk before it appears.
-        Returns the paths written (one empty shard for an empty flow)."""
-        return save_webdataset(
-            df,
-            pattern,
-            maxcount=maxcount,
-            maxsize=maxsize,
-            start_shard=start_shard,
-            overwrite=overwrite,
-            progress=progress,
-            durable=durable,
-        )
+    save = staticmethod(save_webdataset)
 
     @staticmethod
     def load(

@@ -107,15 +107,35 @@ def _members(index: int, dp: Any, previous: str | None, mtime: int) -> tuple[str
 def save_webdataset(
     df: DataFlow[Any],
     pattern: PathType,
+    maxcount: int = 100000,
+    maxsize: int = 3_000_000_000,
     *,
-    maxcount: int,
-    maxsize: int,
-    start_shard: int,
-    overwrite: bool,
-    progress: bool,
-    durable: bool,
+    start_shard: int = 0,
+    overwrite: bool = False,
+    progress: bool = True,
+    durable: bool = False,
 ) -> list[str]:
-    """See :meth:`~dataflow.formats._webdataset.WebDatasetSerializer.save`."""
+    """Write every datapoint of one epoch of ``df`` (after ``df.reset_state()``): each a
+    dict ``{"__key__": key, ext: value, ...}`` becomes one member ``<key>.<ext>`` per
+    extension, in sorted order of the extensions (as ``webdataset.TarWriter`` writes
+    them). Keys starting with ``__`` are not written; without ``__key__`` the sample's
+    index in the flow (``"%09d"``) is its key. A key must not contain a dot after its
+    last ``/`` (readers would split it there), and two consecutive samples must not share
+    a key.
+
+    Values are encoded by extension, the inverse of :class:`WebDatasetData`'s decoders:
+    ``bytes`` as they are, ``str`` as UTF-8, ``int`` for ``.cls``/``.idx``/``.id``...,
+    arrays for ``.npy``, a dict of arrays for ``.npz``, JSON values for ``.json``, RGB
+    ``uint8`` arrays for image extensions (OpenCV; ``.jpg`` is lossy). A value that cannot
+    be encoded raises :class:`~dataflow.FormatError` naming the sample and extension.
+
+    Shard ``k`` goes to ``pattern % (start_shard + k)``; a new shard starts when the
+    current one holds ``maxcount`` samples or ``maxsize`` bytes (a sample is never split:
+    a shard may pass ``maxsize`` by its last sample). Each shard is written all or
+    nothing (a temporary file renamed once complete): an interrupted save leaves the
+    shards it completed and no partial one. Existing shards are replaced only with
+    ``overwrite=True``; ``durable=True`` flushes each to the disk before it appears.
+    Returns the paths written (one empty shard for an empty flow)."""
     pattern = fspath(STAGE, "pattern", pattern)
     maxcount = check_int(STAGE, "maxcount", maxcount)
     if isinstance(maxsize, bool) or not isinstance(maxsize, (int, float)) or maxsize <= 0:

@@ -107,6 +107,31 @@ class _Augmenting:
     def _copied(self, img: Any) -> Any:
         return img.copy() if self._copy and isinstance(img, np.ndarray) else img
 
+    def _augment(self, dp: Any, images: Sequence[Any], coords_index: Sequence[Any]) -> Any:
+        """``dp`` with the images at ``images`` augmented (the first draws the parameters)
+        and the coordinates at ``coords_index`` moved with them (``None``: dropped, see
+        ``catch_exceptions``)."""
+        stage = type(self).__name__
+        try:
+            main = get_component(stage, dp, images[0])
+            check_dtype(main, stage)
+            others = [get_component(stage, dp, i) for i in images[1:]]
+            coords = [get_component(stage, dp, i) for i in coords_index]
+            for img in others:
+                check_dtype(img, stage)
+            for i, c in zip(coords_index, coords):
+                _check_coords(stage, i, c)
+            main, tfms = self.augs.augment_with_transform(self._copied(main))
+            new = {images[0]: main}
+            for i, img in zip(images[1:], others):
+                new[i] = tfms.apply_image(self._copied(img))
+            for i, c in zip(coords_index, coords):
+                new[i] = tfms.apply_coords(c)
+            return _replaced(dp, new)
+        except Exception as e:
+            self._failed(e)
+            return None
+
     # -- checkpointing: the upstream's position (nested) plus every augmentor's RNG ---------------
     def _aug_get_state(self, live: bool) -> dict[str, Any]:
         return {"augs": save_tree(type(self).__name__, self.augs)}
@@ -179,17 +204,7 @@ class AugmentImageCoordinates(_Augmenting, MapData):
         super().__init__(ds, self._aug_mapper)
 
     def _aug_mapper(self, dp: Any) -> Any:
-        stage = type(self).__name__
-        try:
-            img = get_component(stage, dp, self._img_index)
-            coords = get_component(stage, dp, self._coords_index)
-            check_dtype(img, stage)
-            _check_coords(stage, self._coords_index, coords)
-            img, tfms = self.augs.augment_with_transform(self._copied(img))
-            return _replaced(dp, {self._img_index: img, self._coords_index: tfms.apply_coords(coords)})
-        except Exception as e:
-            self._failed(e)
-            return None
+        return self._augment(dp, (self._img_index,), (self._coords_index,))
 
 
 class AugmentImageComponents(_Augmenting, MapData):
@@ -222,26 +237,7 @@ class AugmentImageComponents(_Augmenting, MapData):
         super().__init__(ds, self._aug_mapper)
 
     def _aug_mapper(self, dp: Any) -> Any:
-        stage = type(self).__name__
-        try:
-            main = get_component(stage, dp, self._images[0])
-            check_dtype(main, stage)
-            others = [get_component(stage, dp, i) for i in self._images[1:]]
-            coords = [get_component(stage, dp, i) for i in self._coords_index]
-            for img in others:
-                check_dtype(img, stage)
-            for i, c in zip(self._coords_index, coords):
-                _check_coords(stage, i, c)
-            main, tfms = self.augs.augment_with_transform(self._copied(main))
-            new = {self._images[0]: main}
-            for i, img in zip(self._images[1:], others):
-                new[i] = tfms.apply_image(self._copied(img))
-            for i, c in zip(self._coords_index, coords):
-                new[i] = tfms.apply_coords(c)
-            return _replaced(dp, new)
-        except Exception as e:
-            self._failed(e)
-            return None
+        return self._augment(dp, self._images, self._coords_index)
 
 
 def _replaced(dp: Any, new: dict[Any, Any]) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..formats._common import FormatError
-from ..formats._storage import STORAGE_ARGS, ShardStorage, redact
+from ..formats._storage import STORAGE_ARGS, ShardStorage, StorageReader, redact
 from ..imgaug._opencv import cv2
 from ..imgaug.misc import shape2d
 from ..sources._indexed import IndexedSource
@@ -17,7 +17,7 @@ from ..sources._indexed import IndexedSource
 __all__ = ["ImageFromFile"]
 
 
-class ImageFromFile(IndexedSource[Any]):
+class ImageFromFile(StorageReader, IndexedSource[Any]):
     """Yield ``[image]`` for each file of ``files``: an ``(h, w, 3)`` RGB ``uint8`` array
     (``channel=3``; grayscale files are converted) or ``(h, w, 1)`` (``channel=1``),
     resized to ``resize`` (``(h, w)`` or an int) when given.
@@ -68,11 +68,6 @@ class ImageFromFile(IndexedSource[Any]):
 
     def _num_items(self) -> int:
         return len(self.files)
-
-    def io_stats(self) -> dict[str, int]:
-        """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
-        reads of remote images (all zero for local files)."""
-        return self._storage.io_stats()
 
     def _getter(self) -> Callable[[int], Any]:
         return self._read

@@ -6,6 +6,7 @@ are plain ints with OpenCV's values, so building an augmentor does not import Op
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 __all__ = [
@@ -24,19 +25,15 @@ INTER_CUBIC = 2
 BORDER_CONSTANT = 0
 BORDER_REPLICATE = 1
 
-_module: Any = None
 
-
+@functools.cache
 def cv2() -> Any:
     """The ``cv2`` module; :class:`ImportError` naming the extra to install when it is missing."""
-    global _module
-    if _module is None:
-        try:
-            import cv2 as module
-        except ImportError as e:
-            raise ImportError(
-                "dataflow's image layer (dataflow.imgaug, ImageFromFile, AugmentImageComponent...) "
-                'needs OpenCV: pip install "dataflow-ml[image]" (or opencv-python-headless)'
-            ) from e
-        _module = module
-    return _module
+    try:
+        import cv2 as module
+    except ImportError as e:
+        raise ImportError(
+            "dataflow's image layer (dataflow.imgaug, ImageFromFile, AugmentImageComponent...) "
+            'needs OpenCV: pip install "dataflow-ml[image]" (or opencv-python-headless)'
+        ) from e
+    return module

@@ -76,9 +76,6 @@ class ImageAugmentor:
     _rng: Any = None
     _rng_fork: int = -1
 
-    def __init__(self) -> None:
-        pass  # the RNG is seeded on first use or by reset_state(), not at construction
-
     @property
     def rng(self) -> Any:
         rng = self._rng
@@ -117,8 +114,6 @@ class ImageAugmentor:
 
     def __repr__(self) -> str:
         return default_repr(self)
-
-    __str__ = __repr__
 
     def get_transform(self, img: np.ndarray) -> Any:
         """Draw the random parameters for ``img`` and return the deterministic Transform.
@@ -213,7 +208,6 @@ class AugmentorList(_Composed):
                 f"AugmentorList: augmentors must be a list or tuple, got {type(augmentors).__name__}"
             )
         self.augmentors = [as_augmentor(a, "AugmentorList") for a in augmentors]
-        super().__init__()
 
     def _parts(self) -> list[ImageAugmentor]:
         return self.augmentors
@@ -254,8 +248,6 @@ class AugmentorList(_Composed):
     def __repr__(self) -> str:
         inner = ",\n".join("  " + repr(a) for a in self.augmentors)
         return f"imgaug.AugmentorList([\n{inner}])"
-
-    __str__ = __repr__
 
 
 class PhotometricAugmentor(ImageAugmentor):
@@ -326,7 +318,6 @@ class Albumentations(ImageAugmentor):
             raise TypeError(
                 f"Albumentations: expected an albumentations transform, got {type(augmentor).__name__}"
             )
-        super().__init__()
         self._aug = augmentor
         self._lock = threading.Lock()
 
@@ -352,7 +343,6 @@ class ImageFunction(ImageAugmentor):
 
     def __init__(self, func: Callable[[np.ndarray], Any]) -> None:
         check_callable("ImageFunction", "func", func)
-        super().__init__()
         self.func = func
         self._transform = _FunctionTransform(func)
 

@@ -17,7 +17,6 @@ class ColorSpace(PhotometricAugmentor):
     one-channel result keeps the input's number of dimensions."""
 
     def __init__(self, mode: int, keepdims: bool = True) -> None:
-        super().__init__()
         self.mode, self.keepdims = mode, keepdims
 
     def _augment(self, img: np.ndarray, _: Any) -> np.ndarray:

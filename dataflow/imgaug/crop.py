@@ -32,7 +32,6 @@ class RandomCrop(ImageAugmentor):
 
     def __init__(self, crop_shape: Any) -> None:
         self.crop_shape = shape2d(crop_shape, "RandomCrop")
-        super().__init__()
 
     def get_transform(self, img: np.ndarray) -> Any:
         ch, cw = self.crop_shape
@@ -69,7 +68,6 @@ class RandomCropRandomShape(ImageAugmentor):
         hmax: int | None = None,
         max_aspect_ratio: Any = None,
     ) -> None:
-        super().__init__()
         if max_aspect_ratio is not None:
             warn_once(
                 "RandomCropRandomShape.max_aspect_ratio",
@@ -102,7 +100,6 @@ class GoogleNetRandomCropAndResize(ImageAugmentor):
         target_shape: int = 224,
         interp: int = INTER_LINEAR,
     ) -> None:
-        super().__init__()
         self.crop_area_fraction, self.aspect_ratio_range = crop_area_fraction, aspect_ratio_range
         self.target_shape, self.interp = target_shape, interp
 
@@ -139,7 +136,6 @@ class RandomCutout(ImageAugmentor):
     pixels only (coordinates unchanged); modifies the image in place."""
 
     def __init__(self, h_range: Any, w_range: Any, fill: float = 0.0) -> None:
-        super().__init__()
         self.h_range, self.w_range, self.fill = h_range, w_range, fill
 
     def _get_cutout_shape(self) -> tuple[int, int]:

@@ -42,7 +42,6 @@ class IAAugmentor(ImageAugmentor):
     coordinates (as its keypoints). Its randomness is its own (not saved in a flow's state)."""
 
     def __init__(self, augmentor: Any) -> None:
-        super().__init__()
         self._aug = augmentor
 
     def get_transform(self, img: np.ndarray) -> Any:

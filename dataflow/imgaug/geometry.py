@@ -51,7 +51,6 @@ class Shift(ImageAugmentor):
             raise ValueError(
                 f"Shift: horiz_frac and vert_frac must be in [0, 1), got {horiz_frac}, {vert_frac}"
             )
-        super().__init__()
         self.horiz_frac, self.vert_frac = horiz_frac, vert_frac
         self.border, self.border_value = border, border_value
 
@@ -152,7 +151,6 @@ class Affine(ImageAugmentor):
             raise ValueError(f"Affine: translate_frac must be a tuple of two floats, got {translate_frac!r}")
         if not 0.0 <= shear <= 180.0:
             raise ValueError(f"Affine: shear must be between 0 and 180 degrees, got {shear!r}")
-        super().__init__()
         self.scale, self.translate_frac = scale, translate_frac
         self.rotate_max_deg, self.shear = rotate_max_deg, shear
         self.interp, self.border, self.border_value = interp, border, border_value

@@ -88,7 +88,6 @@ class GaussianBlur(PhotometricAugmentor):
         symmetric: bool = True,
         max_size: Any = None,
     ) -> None:
-        super().__init__()
         if not isinstance(size_range, (list, tuple)):
             size_range = (0, size_range)
         if not isinstance(sigma_range, (list, tuple)):
@@ -149,7 +148,6 @@ class Hue(PhotometricAugmentor):
     turn); ``rgb``: the image is RGB (else BGR)."""
 
     def __init__(self, range: Any = (0, 180), rgb: bool = True) -> None:  # noqa: A002 - tensorpack's name
-        super().__init__()
         self.range, self.rgb = range, bool(rgb)
 
     def _get_augment_params(self, _: Any) -> Any:
@@ -173,7 +171,6 @@ class Brightness(PhotometricAugmentor):
     ``uint8`` images."""
 
     def __init__(self, delta: float, clip: bool = True) -> None:
-        super().__init__()
         if not delta > 0:
             raise ValueError(f"Brightness: delta must be > 0, got {delta!r}")
         self.delta, self.clip = delta, clip
@@ -193,7 +190,6 @@ class BrightnessScale(PhotometricAugmentor):
     """Multiply by a random factor in ``range``; clip as :class:`Brightness`."""
 
     def __init__(self, range: Any, clip: bool = True) -> None:  # noqa: A002
-        super().__init__()
         self.range, self.clip = range, clip
 
     def _get_augment_params(self, _: Any) -> Any:
@@ -213,7 +209,6 @@ class Contrast(PhotometricAugmentor):
     order). Clips as :class:`Brightness`."""
 
     def __init__(self, factor_range: Any, rgb: bool | None = None, clip: bool = True) -> None:
-        super().__init__()
         self.factor_range, self.rgb, self.clip = factor_range, rgb, clip
 
     def _mean(self, img: np.ndarray) -> Any:
@@ -245,7 +240,6 @@ class Gamma(PhotometricAugmentor):
     (through a ``uint8`` table: values are clipped to ``[0, 255]`` and truncated first)."""
 
     def __init__(self, range: Any = (-0.5, 0.5)) -> None:  # noqa: A002
-        super().__init__()
         self.range = range
 
     def _get_augment_params(self, _: Any) -> Any:
@@ -264,7 +258,6 @@ class Saturation(PhotometricAugmentor):
     :class:`Brightness`."""
 
     def __init__(self, alpha: float = 0.4, rgb: bool = True, clip: bool = True) -> None:
-        super().__init__()
         if not alpha < 1:
             raise ValueError(f"Saturation: alpha must be < 1, got {alpha!r}")
         self.alpha, self.rgb, self.clip = alpha, bool(rgb), clip
@@ -286,7 +279,6 @@ class Lighting(PhotometricAugmentor):
     eigenvector per column. Needs 3-channel images; clips as :class:`Brightness`."""
 
     def __init__(self, std: float, eigval: Any, eigvec: Any, clip: bool = True) -> None:
-        super().__init__()
         eigval = np.asarray(eigval, dtype=np.float32)
         eigvec = np.asarray(eigvec, dtype=np.float32)
         if eigval.shape != (3,) or eigvec.shape != (3, 3):

@@ -30,7 +30,6 @@ class RandomApplyAug(_Composed):
             raise ValueError(f"RandomApplyAug: prob must be in [0, 1], got {prob!r}")
         self.aug = as_augmentor(aug, "RandomApplyAug")
         self.prob = prob
-        super().__init__()
 
     def get_transform(self, img: np.ndarray) -> Any:
         if self.rng.random() < self.prob:
@@ -58,7 +57,6 @@ class RandomChooseAug(_Composed):
             prob = [1.0 / len(augs)] * len(augs)
         self.aug_lists = [as_augmentor(a, "RandomChooseAug") for a in augs]
         self.prob = prob
-        super().__init__()
 
     def _parts(self) -> list[ImageAugmentor]:
         return self.aug_lists
@@ -76,7 +74,6 @@ class RandomOrderAug(_Composed):
         if not isinstance(aug_lists, (list, tuple)):
             raise TypeError(f"RandomOrderAug: aug_lists must be a list, got {type(aug_lists).__name__}")
         self.aug_lists = [as_augmentor(a, "RandomOrderAug") for a in aug_lists]
-        super().__init__()
 
     def _parts(self) -> list[ImageAugmentor]:
         return self.aug_lists
@@ -95,7 +92,6 @@ class MapImage(ImageAugmentor):
     def __init__(
         self, func: Callable[[np.ndarray], np.ndarray], coord_func: Callable[[Any], Any] | None = None
     ) -> None:
-        super().__init__()
         check_callable("MapImage", "func", func)
         self.func, self.coord_func = func, coord_func
         kwargs: dict[str, Any] = {"apply_image": func}

@@ -34,7 +34,6 @@ class Flip(ImageAugmentor):
     probability ``prob``; exactly one of ``horiz``/``vert`` must be set."""
 
     def __init__(self, horiz: bool = False, vert: bool = False, prob: float = 0.5) -> None:
-        super().__init__()
         if horiz and vert:
             raise ValueError("Flip: cannot do both horiz and vert; use two Flip augmentors")
         if not horiz and not vert:
@@ -95,7 +94,6 @@ class RandomResize(ImageAugmentor):
         aspect_ratio_thres: float = 0.15,
         interp: int = INTER_LINEAR,
     ) -> None:
-        super().__init__()
         if aspect_ratio_thres < 0:
             raise ValueError(f"RandomResize: aspect_ratio_thres must be >= 0, got {aspect_ratio_thres!r}")
 
@@ -144,7 +142,6 @@ class Transpose(ImageAugmentor):
     """Transpose the image (swap rows and columns) with probability ``prob``."""
 
     def __init__(self, prob: float = 0.5) -> None:
-        super().__init__()
         _check_prob("Transpose", prob)
         self.prob = prob
 

@@ -17,7 +17,6 @@ class JpegNoise(PhotometricAugmentor):
     again. Non-``uint8`` images are clipped to ``[0, 255]`` for the codec and cast back."""
 
     def __init__(self, quality_range: Any = (40, 100)) -> None:
-        super().__init__()
         self.quality_range = quality_range
 
     def _get_augment_params(self, img: Any) -> int:
@@ -40,7 +39,6 @@ class GaussianNoise(PhotometricAugmentor):
     ``clip`` or for ``uint8`` images. The dtype is kept."""
 
     def __init__(self, sigma: float = 1, clip: bool = True) -> None:
-        super().__init__()
         self.sigma, self.clip = sigma, clip
 
     def _get_augment_params(self, img: np.ndarray) -> np.ndarray:
@@ -63,7 +61,6 @@ class SaltPepperNoise(PhotometricAugmentor):
             raise ValueError(
                 f"SaltPepperNoise: white_prob + black_prob must be <= 1, got {white_prob + black_prob}"
             )
-        super().__init__()
         self.white_prob, self.black_prob = white_prob, black_prob
 
     def _get_augment_params(self, img: np.ndarray) -> np.ndarray:

@@ -94,9 +94,6 @@ class Transform(BaseTransform):
     """A deterministic change of an image. Subclasses implement ``apply_image`` and, when it
     applies, ``apply_coords``; any other ``apply_xxx`` raises ``NotImplementedError``."""
 
-    def __init__(self) -> None:
-        pass
-
     def __getattr__(self, name: str) -> Any:
         if name.startswith("apply_"):
 
@@ -108,8 +105,6 @@ class Transform(BaseTransform):
 
     def __repr__(self) -> str:
         return default_repr(self)
-
-    __str__ = __repr__
 
 
 class PhotometricTransform(Transform):
@@ -128,8 +123,6 @@ class PhotometricTransform(Transform):
     def __repr__(self) -> str:
         return f"imgaug.PhotometricTransform({self._name or ''})"
 
-    __str__ = __repr__
-
 
 class BoundPhotometricTransform(PhotometricTransform):
     """``aug._augment(img, param)``, the transform of a :class:`PhotometricAugmentor` (its name
@@ -144,8 +137,6 @@ class BoundPhotometricTransform(PhotometricTransform):
     def __repr__(self) -> str:
         return f"imgaug.PhotometricTransform(from {self._aug!r})"
 
-    __str__ = __repr__
-
 
 class TransformFactory(Transform):
     """A transform made of user functions: ``TransformFactory(apply_image=f, apply_coords=g)``."""
@@ -159,8 +150,6 @@ class TransformFactory(Transform):
 
     def __repr__(self) -> str:
         return f"imgaug.TransformFactory({self._name or ''})"
-
-    __str__ = __repr__
 
 
 class TransformList(BaseTransform):
@@ -196,8 +185,6 @@ class TransformList(BaseTransform):
     def __repr__(self) -> str:
         inner = ",\n".join("  " + repr(t) for t in self.tfms)
         return f"imgaug.TransformList([\n{inner}])"
-
-    __str__ = __repr__
 
     def __add__(self, other: Any) -> TransformList:
         return TransformList(self.tfms + (other.tfms if isinstance(other, TransformList) else [other]))
@@ -243,8 +230,6 @@ class LazyTransform(BaseTransform):
         if self._transform is None:
             return f"LazyTransform(get_transform={self.get_transform})"
         return repr(self._transform)
-
-    __str__ = __repr__
 
 
 class ResizeTransform(Transform):
