@@ -30,7 +30,10 @@ datapoint; for a map-and-batch, a mapped datapoint before batching). At ``state_
 time, the units not yet yielded tell which released tasks are not fully delivered and how
 many outputs of the first of them were; tasks still in flight or waiting in the reorder
 buffer are not delivered at all. Those tasks' inputs, in delivery order, are the state: a
-resumed map submits them again first and skips what the first one had delivered. So an
+resumed map submits them again first and skips what the first one had delivered (an
+unordered map holds the results that come back before that task's, so the outputs skipped
+are always its own). A failed task's error is raised when it comes; the stream of a
+non-strict map then goes on past that task (an ordered one does not wait for it). So an
 ordered map resumes identically at any worker count, on threads, processes or Ray
 (``_state_kind = "ParallelMap"``), as long as ``map_func`` is deterministic or draws from
 per-item RNGs. Cost: a dict entry and a deque entry per task, pruned as tasks are delivered.
@@ -224,7 +227,8 @@ class ParallelMapBase(ProxyDataFlow):
         self._ledger.clear()
         self._marks.clear()
         self._released = 0
-        self._skip = 0  # units of the first released task to drop (a resumed partial task)
+        self._skip = 0  # units of the first released task to drop (a resumed partial task) ...
+        self._skip_seq = -1  # ... this task (an unordered map holds other results until it is released)
 
     def __iter__(self) -> Iterator[Any]:
         if not self._started:
@@ -260,6 +264,7 @@ class ParallelMapBase(ProxyDataFlow):
             return self._epoch, iter(self.ds)
         tasks, self._skip = loaded[:2]
         source = iter(self.ds)
+        self._skip_seq = self._seq
         for chunk, first in tasks:
             self._submit_task(chunk, self._epoch, first)
         return self._epoch, source
@@ -309,6 +314,7 @@ class ParallelMapBase(ProxyDataFlow):
         if loaded is not None:
             tasks, self._skip, produced, up_live = loaded
             self._endless = self._forever(up_live) if up_live else None
+            self._skip_seq = self._seq
             for chunk, first in tasks:
                 self._submit_task(chunk, 0, first)
         else:
@@ -385,21 +391,55 @@ class ParallelMapBase(ProxyDataFlow):
             self._observe(size, busy)
         if task_id is not None and task_id[0] != epoch:
             return False  # an abandoned pass's result or error: dropped
-        if kind == msg.ERROR:
-            raise msg.error_for(type(self).__name__, payload)
         seq = task_id[1] if task_id is not None else -1
-        if not self.ordered:
-            self._release(seq, kind, payload)
-            return True
+        if kind == msg.ERROR:
+            self._pass_over(seq)
+            raise msg.error_for(type(self).__name__, payload)
         pending = self._pending
+        if not self.ordered:
+            if not self._skip:
+                self._release(seq, kind, payload)
+            elif seq == self._skip_seq:  # a resumed partial task: released before any other
+                self._release(seq, kind, payload)
+                self._release_held()
+            else:
+                pending[seq] = (kind, payload, size)
+                self._pending_items += size
+            return True
         pending[seq] = (kind, payload, size)
         self._pending_items += size
+        self._release_in_order()
+        return True
+
+    def _release_in_order(self) -> None:
+        """An ordered map: release the tasks the reorder buffer holds from ``self._want`` on."""
+        pending = self._pending
         while self._want in pending:
             kind, payload, size = pending.pop(self._want)
             self._pending_items -= size
-            self._release(self._want, kind, payload)
+            if kind != msg.ERROR:  # a failed task's error was raised when it came
+                self._release(self._want, kind, payload)
             self._want += 1
-        return True
+
+    def _pass_over(self, seq: int) -> None:
+        """Task ``seq`` failed (its error is raised next). A non-strict stream goes on past it:
+        an ordered map's reorder buffer must not wait for its results, and the units that a
+        resumed partial task owed were the failed task's, not the next one's."""
+        if seq >= 0 and seq == self._skip_seq and self._skip:
+            self._skip = 0
+            if not self.ordered:
+                self._release_held()
+        if self.ordered and seq >= 0:
+            self._pending[seq] = (msg.ERROR, None, 0)
+            self._release_in_order()
+
+    def _release_held(self) -> None:
+        """An unordered map: release the results held while a resumed partial task was in flight."""
+        held = list(self._pending.items())
+        self._pending.clear()
+        self._pending_items = 0
+        for seq, (kind, payload, _) in held:
+            self._release(seq, kind, payload)
 
     def _release(self, seq: int, kind: bytes, payload: Any) -> None:
         """A task's outputs go to the consumer: noted in the ledger, which forgets the tasks

@@ -3,6 +3,7 @@ prefetch; exact resume, elastic worker counts, nothing lost or duplicated, clear
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -124,6 +125,64 @@ def test_unordered_map_loses_and_repeats_nothing(kind: str) -> None:
         rest = _rest(build(), state)
         assert Counter(tuple(x) for x in head + rest[0]) == expected, f"cut at {k}"
         assert Counter(tuple(x) for x in rest[1]) == expected
+
+
+class HoldTask:
+    """Maps ``[i] -> [i]``; once ``hold`` names a chunk of 4 (its first datapoint), that
+    chunk's datapoints wait until ``go`` is set (at most 10 s)."""
+
+    def __init__(self) -> None:
+        self.hold: int | None = None
+        self.go = threading.Event()
+
+    def __call__(self, dp: list[int]) -> list[int]:
+        if self.hold is not None and self.hold <= dp[0] < self.hold + 4:
+            self.go.wait(10)
+        return dp
+
+
+def test_unordered_resume_skips_what_its_partial_task_delivered_whatever_finishes_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A checkpoint taken while a task of 4 outputs is half yielded resumes it skipping those
+    2 outputs. An unordered map must skip them from that task even when another task's result
+    comes back first (here: forced, the partial task waits until the consumer has received
+    another result); skipping the first result received instead repeated the 2 delivered
+    datapoints and lost 2 others."""
+    func = HoldTask()
+
+    def build() -> D.DataFlow:
+        return D.MultiThreadMapData(
+            _src(40), 2, func, buffer_size=8, strict=True, ordered=False, chunk=4, timeout=60
+        )
+
+    df = build()
+    df.reset_state()
+    it = iter(df)
+    head = [next(it), next(it)]
+    state = df.state_dict()
+    it.close()
+    df.close()
+    first = head[0][0] // 4 * 4  # the released task whose outputs were being yielded
+    assert all(first <= dp[0] < first + 4 for dp in head)
+
+    receive = D.MultiThreadMapData._receive
+
+    def receive_then_release(self: Any) -> Any:
+        task_id, kind, payload = receive(self)
+        if not any(func.hold <= dp[0] < func.hold + 4 for dp in payload):
+            func.go.set()  # another task's result came first: now the partial task may finish
+        return task_id, kind, payload
+
+    monkeypatch.setattr(D.MultiThreadMapData, "_receive", receive_then_release)
+    func.hold = first
+    df = build()
+    df.reset_state()
+    df.load_state_dict(state)
+    rest = list(df)
+    df.close()
+    assert func.go.is_set()
+    assert Counter(dp[0] for dp in head + rest) == Counter(range(40))
 
 
 def test_non_strict_map_continues_its_endless_stream() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -144,6 +145,36 @@ def test_exception_in_map_func_arrives_as_its_own_type(kind: str) -> None:
             list(df)
         assert time.monotonic() - t0 < 5
     u.check_user_error(info.value, u.MyError, "bad value 3", "fail_on_3", type(df).__name__)
+
+
+class FailOnceOn3:
+    """Raises on 3 the first time any worker or thread sees it (claimed through a file)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, dp: list[Any]) -> list[Any]:
+        if dp[0] == 3 and u._claim(self.path):
+            raise u.MyError("bad 3")
+        return dp
+
+
+def test_ordered_non_strict_stream_goes_on_after_an_error(kind: str, tmp_path: Any) -> None:
+    """An error ends the epoch, not the endless stream: the next epoch of an ordered
+    non-strict map goes on in order past the failed datapoint (its reorder buffer used to
+    wait for the failed task's results forever)."""
+    stream = [d for d in range(N) if d != 3] + list(range(N))  # two passes; 3 failed in the first
+    fail = FailOnceOn3(str(tmp_path / "claim"))
+    # one datapoint per task, and few in flight: the first 3 mapped is the first pass's
+    kw: dict[str, Any] = {"chunk": 1, "buffer_size": 8, "timeout": 10}
+    with u.make_map(kind, _src(), fail, strict=False, ordered=True, **kw) as df:
+        df.reset_state()
+        head: list[int] = []
+        with pytest.raises(u.MyError, match="bad 3"):
+            for dp in df:
+                head.append(dp[0])
+        assert head == stream[: len(head)]
+        assert [dp[0] for dp in df] == stream[len(head) : len(head) + N]
 
 
 @pytest.mark.parametrize("func", [u.fail_unpicklable, u.fail_bad_init], ids=["unpicklable", "bad_init"])
