@@ -187,9 +187,10 @@ def test_stream_shards_are_disjoint_and_complete(shards: int, size: int, world: 
 def test_dataset_resumes_exactly_at_any_cut(n: int, shuffle: bool, world: int, block: int) -> None:
     old = _hf._BLOCK_ROWS
     _hf._BLOCK_ROWS = block
+    ds = _ds(n)  # one in-memory table for every copy (read only; each copy is its own flow)
     try:
         check_resume(
-            lambda: D.DataFromHF(_ds(n), shuffle=shuffle, seed=2).shard(world, world - 1, equal=False)
+            lambda: D.DataFromHF(ds, shuffle=shuffle, seed=2).shard(world, world - 1, equal=False)
         )
     finally:
         _hf._BLOCK_ROWS = old
@@ -201,8 +202,9 @@ def test_arrow_stream_resumes_exactly_at_any_cut(n: int, shards: int, block: int
     old = _hf_stream._BLOCK_ROWS
     _hf_stream._BLOCK_ROWS = block
     shards = min(shards, n)
+    ds = _ds(n)  # one in-memory table; each copy streams it through its own IterableDataset
     try:
-        check_resume(lambda: D.from_hf(_ds(n).to_iterable_dataset(num_shards=shards),
+        check_resume(lambda: D.from_hf(ds.to_iterable_dataset(num_shards=shards),
                                        format="numpy" if numpy else None), epochs=3)
     finally:
         _hf_stream._BLOCK_ROWS = old

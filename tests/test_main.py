@@ -95,17 +95,18 @@ def test_bench_user_pipeline(tmp_path: Path, pipelines_module: str) -> None:
     assert "250 dp in" in proc.stdout and "3 epochs" in proc.stdout
 
 
+BAD_PIPELINES = [
+    ("no_such_module_xyz:flow", "no module named 'no_such_module_xyz'"),
+    ("cli_pipelines_for_test:missing", "has no attribute 'missing'"),
+    ("cli_pipelines_for_test:not_a_flow", "must return a DataFlow"),
+    ("cli_pipelines_for_test", "must look like 'package.module:function'"),
+]
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
-        ("no_such_module_xyz:flow", "no module named 'no_such_module_xyz'"),
-        ("cli_pipelines_for_test:missing", "has no attribute 'missing'"),
-        ("cli_pipelines_for_test:not_a_flow", "must return a DataFlow"),
-        ("cli_pipelines_for_test", "must look like 'package.module:function'"),
-    ],
-)
-def test_bench_bad_pipeline_exits_2(tmp_path: Path, pipelines_module: str, spec: str, message: str) -> None:
+def test_bench_bad_pipeline_exits_2(tmp_path: Path, pipelines_module: str) -> None:
+    """The command's exit status; every bad spec's message: test_bad_pipeline_returns_2."""
+    spec, message = BAD_PIPELINES[0]
     proc = _run(["bench", "--pipeline", spec, "--no-progress"], tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert message in proc.stderr and "Traceback" not in proc.stderr
@@ -137,6 +138,15 @@ def test_main_in_process(pipelines_module: str, capsys: pytest.CaptureFixture[st
     assert code == 0
     out = capsys.readouterr().out
     assert "20 dp in" in out and "slowest: #" in out and "DataFromList" in out
+
+
+@pytest.mark.parametrize(("spec", "message"), BAD_PIPELINES)
+def test_bad_pipeline_returns_2(
+    pipelines_module: str, capsys: pytest.CaptureFixture[str], spec: str, message: str
+) -> None:
+    assert main(["bench", "--pipeline", spec, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
 
 
 def test_main_function_needing_arguments_exits_2(

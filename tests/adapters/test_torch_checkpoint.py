@@ -1,9 +1,10 @@
 """Checkpointing through the torch adapter: ``to_torch(...)`` iterated directly, in torchdata's
 ``StatefulDataLoader`` (one state per worker), and the example training script stopped and
-resumed in fresh processes."""
+resumed in a fresh process."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import warnings
@@ -88,12 +89,28 @@ def test_stateful_dataloader_saved_after_the_epoch_resumes_at_the_next(num_worke
     assert first + _epochs(resumed, 2) == full
 
 
+_EXAMPLE = ROOT / "examples" / "checkpoint_resume_torch.py"
+
+
 def _losses(*args: str, cwd: Path) -> list[str]:
-    script = ROOT / "examples" / "checkpoint_resume_torch.py"
+    """The lines the example prints, run in a fresh process."""
     out = subprocess.run(
-        [sys.executable, str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=240, check=True
+        [sys.executable, str(_EXAMPLE), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=240, check=True,
     )
     return out.stdout.splitlines()
+
+
+def _losses_here(loader: str, stop_at: int | None = None, ckpt: str | None = None) -> list[str]:
+    """The lines the example's ``train`` prints, run in this process (the uninterrupted run
+    and the run that stops need no fresh process: only the resume does)."""
+    spec = importlib.util.spec_from_file_location("checkpoint_resume_torch", _EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with torch.random.fork_rng(devices=[]):  # train() seeds torch's global generator
+        losses = example.train(loader, stop_at, ckpt, None)
+    return [f"{step} {loss:.10f}" for step, loss in losses]
 
 
 @pytest.mark.slow
@@ -102,17 +119,17 @@ def _losses(*args: str, cwd: Path) -> list[str]:
 def test_example_stopped_and_resumed_gives_the_same_loss_curve(
     loader: str, stops: list[int], tmp_path: Path
 ) -> None:
-    """The example training script killed mid-epoch and resumed from its torch.save checkpoint
-    in a fresh process prints the uninterrupted run's losses, step for step. (A
+    """The example training script stopped mid-epoch and resumed from its torch.save
+    checkpoint in a fresh process prints the uninterrupted run's losses, step for step. (A
     StatefulDataLoader saved right after an epoch's last batch resumes exactly too:
     test_stateful_dataloader_resumes_exactly[10-2], in-process.)"""
     if loader == "stateful":
         pytest.importorskip("torchdata.stateful_dataloader")
-    full = _losses("--loader", loader, cwd=tmp_path)
+    full = _losses_here(loader)
     assert len(full) > max(stops)
     for stop in stops:
         ckpt = str(tmp_path / f"run{stop}.pt")
-        head = _losses("--loader", loader, "--stop-at", str(stop), "--ckpt", ckpt, cwd=tmp_path)
+        head = _losses_here(loader, stop, ckpt)
         tail = _losses("--loader", loader, "--resume", ckpt, cwd=tmp_path)
         assert head + tail == full, f"stopped at step {stop}"
 

@@ -1,10 +1,12 @@
 """The resume check every checkpointable flow goes through.
 
-``check_resume(build, epochs)`` runs ``build()`` uninterrupted for ``epochs`` epochs, then, for
-each cut point, runs a second copy up to the cut, saves ``state_dict()``, passes the state
-through the safe codec (so it must be plain data), loads it into a third, freshly built copy
-and checks that what the third yields is exactly what the uninterrupted run yielded after the
-cut — the rest of that epoch (the same epoch boundary), then the later epochs.
+``check_resume(build, epochs)`` runs ``build()`` uninterrupted for ``epochs`` epochs, then runs
+a second copy through the same epochs, saving ``state_dict()`` at each cut point on the way
+(as a training job checkpoints every few steps; what that copy yields must still be the
+uninterrupted stream, so saving disturbs nothing). Each state goes through the safe codec (so
+it must be plain data) into a freshly built copy, which must yield exactly what the
+uninterrupted run yielded after the cut — the rest of that epoch (the same epoch boundary),
+then the later epochs.
 
 Cut points: after ``m`` datapoints of epoch ``j`` with the epoch still in progress (including
 ``m == len(epoch)``, before the loop has seen ``StopIteration``), and between epochs (after
@@ -107,12 +109,45 @@ def check_resume(
         step = len(cuts) / max_cuts
         cuts = [cuts[int(k * step)] for k in range(max_cuts)] + [cuts[-1]]
     trip = round_trip or (lambda s: codec.loads(codec.dumps(s)))
-    for n, (j, m, between) in enumerate(cuts):
-        first = _build(build, seed)
-        first.reset_state()
-        state, it = cut_and_save(first, j, m, between)
-        state = trip(state)
-        second = _build(build, None if seed is None else seed + 1)  # other seeds: the state decides
+    # one saving copy for every cut, in stream order (between epochs j before j's first
+    # datapoint): building and running a copy per cut would only repeat its earlier datapoints
+    first = _build(build, seed)
+    first.reset_state()
+    saved: list[list[Any]] = [[] for _ in range(epochs)]  # what the saving copy yielded
+    done, it = 0, None  # epochs the saving copy finished; its open iterator
+    try:
+        for n, (j, m, between) in enumerate(sorted(cuts, key=lambda c: (c[0], not c[2], c[1]))):
+            while done < j:
+                saved[done].extend(canon(dp) for dp in (it if it is not None else iter(first)))
+                done, it = done + 1, None
+            if not between:
+                if it is None:
+                    it = iter(first)
+                while len(saved[j]) < m:
+                    saved[j].append(canon(next(it)))
+            state = trip(first.state_dict())
+            _check_resumed(build, seed, state, n, resave_every, trip, j, m, between, reference)
+        while done < epochs:
+            saved[done].extend(canon(dp) for dp in (it if it is not None else iter(first)))
+            done, it = done + 1, None
+    finally:
+        del it
+        first.close()
+    assert saved == reference, (
+        f"the copy that saved {len(cuts)} states yielded another stream:\n got      {saved}\n"
+        f" expected {reference}"
+    )
+    return len(cuts)
+
+
+def _check_resumed(
+    build: Callable[[], DataFlow], seed: int | None, state: dict[str, Any], n: int, resave_every: int,
+    trip: Callable[[dict[str, Any]], dict[str, Any]], j: int, m: int, between: bool,
+    reference: list[list[Any]],
+) -> None:
+    """A fresh copy loaded with the ``n``-th cut's ``state`` yields the rest of ``reference``."""
+    second = _build(build, None if seed is None else seed + 1)  # other seeds: the state decides
+    try:
         load_into(second, state, load_first=bool(n % 2))
         if between:
             expected = reference[j:]
@@ -127,12 +162,10 @@ def check_resume(
             second.reset_state()
             second.load_state_dict(again)
         got = run_epochs(second, len(expected))
-        where = f"cut after {m} datapoints of epoch {j}" + (" (between epochs)" if between else "")
-        assert got == expected, f"resume differs at {where}:\n got      {got}\n expected {expected}"
-        del it
-        first.close()
+    finally:
         second.close()
-    return len(cuts)
+    where = f"cut after {m} datapoints of epoch {j}" + (" (between epochs)" if between else "")
+    assert got == expected, f"resume differs at {where}:\n got      {got}\n expected {expected}"
 
 
 def positions(lengths: Sequence[int]) -> list[Position]:

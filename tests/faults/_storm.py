@@ -6,7 +6,9 @@ The contract (docs/failure_semantics.rst, "Ctrl-C"): after a ``KeyboardInterrupt
 telling to call ``reset_state()``; after ``reset_state()`` (retried here until no SIGINT cuts
 it) epochs are intact again.
 
-Run as ``python -m tests.faults._storm KIND SEED SECONDS MIN_GAP MAX_GAP``. Prints
+Run as ``python -m tests.faults._storm KIND SEED SECONDS MIN_GAP MAX_GAP`` (gaps between two
+SIGINTs drawn log-uniformly in between: bursts that cut the recovery itself, and pauses that
+let epochs end, in one run). Prints
 ``KIND <kind> <complete> <interrupted> <resets>`` when done, then ``LEAKS [...]`` after
 ``close()``; ``BAD <kind> <why>`` and exit code 3 on a corrupt epoch; exit code 4 on any other
 exception (the traceback on stderr); a hang dumps every thread's stack and exits
@@ -122,7 +124,7 @@ def main() -> None:
         while not armed[0]:
             time.sleep(0.001)
         while time.monotonic() < stop:
-            time.sleep(rng.uniform(lo, hi))
+            time.sleep(lo * (hi / lo) ** rng.random())
             os.kill(os.getpid(), signal.SIGINT)
 
     t = threading.Thread(target=storm, daemon=True)

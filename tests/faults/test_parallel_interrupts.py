@@ -26,8 +26,11 @@ from tests.parallel import _util as u
 
 pytestmark = pytest.mark.timeout(120)
 
-# (min, max) seconds between two SIGINTs: a storm, and single interrupts that let epochs end
-GAPS = {"storm": (0.001, 0.03), "sparse": (0.02, 0.2)}
+# (min, max) seconds between two SIGINTs, drawn log-uniformly: storms of 1-30 ms gaps and
+# single interrupts 20-200 ms apart that let epochs end, mixed in one child per flow for 4 s
+# (the 2 s + 2 s of the two ranges that each had a child of their own, which only started
+# and closed every flow twice)
+GAPS = (0.001, 0.2)
 
 
 def _run_storm(kind: str, seed: int, seconds: float, gaps: tuple[float, float]) -> tuple[int, int]:
@@ -47,14 +50,13 @@ def _run_storm(kind: str, seed: int, seconds: float, gaps: tuple[float, float]) 
     return int(complete), int(interrupted)
 
 
-@pytest.mark.parametrize("gaps", list(GAPS))
 @pytest.mark.parametrize("kind", list(FLOWS))
-def test_sigint_at_random_moments_then_intact_epochs(kind: str, gaps: str) -> None:
+def test_sigint_at_random_moments_then_intact_epochs(kind: str) -> None:
     """Promise: after each caught KeyboardInterrupt the next epoch of the same flow is intact
     (values, order where promised, arrays matching their values) or raises DataFlowNotReset,
     and then, after reset_state(), is intact; no other error is ever raised, nothing hangs,
     and close() leaves no process, thread, fd or /dev/shm segment."""
-    complete, interrupted = _run_storm(kind, seed=len(kind), seconds=2.0, gaps=GAPS[gaps])
+    complete, interrupted = _run_storm(kind, seed=len(kind), seconds=4.0, gaps=GAPS)
     assert interrupted >= 1, "no SIGINT landed: the scenario tested nothing"
     assert complete >= 1
 

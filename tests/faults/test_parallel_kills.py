@@ -72,11 +72,9 @@ if kind == "map-batch":
     df = D.MultiProcessMapAndBatchDataZMQ(u.Range(10**6), 2, u.to_pair, 4, strict=True, start_method=method)
 elif kind == "map-unordered-nonstrict":
     df = D.MultiProcessMapDataZMQ(u.Range(50), 2, u.double, start_method=method)
-elif kind == "prefetch-over-map":
+else:  # prefetch-over-map
     inner = D.MultiProcessMapDataZMQ(u.Range(50), 2, u.double, strict=True, start_method=method)
     df = D.ThreadPrefetchData(inner, 4)
-else:
-    df = D.MultiProcessRunnerZMQ(u.Counting(), num_proc=2, start_method=method)
 df.reset_state()
 inner = getattr(df, "ds", df) if kind == "prefetch-over-map" else df
 print("PIDS", *inner.worker_pids, flush=True)
@@ -86,14 +84,14 @@ while True:
 """
 
 
+# the start methods and the runner and map are in tests/parallel/test_signals.py
+# (test_sigkill_of_parent_leaves_no_worker); here the flows it does not build
 @pytest.mark.parametrize(
     "kind, method",
     [
         ("map-batch", "fork"),
-        ("map-batch", "spawn"),
         ("map-unordered-nonstrict", "fork"),
         ("prefetch-over-map", "fork"),
-        ("runner", "forkserver"),
     ],
 )
 def test_parent_sigkilled_mid_epoch_takes_its_workers(kind: str, method: str) -> None:

@@ -57,12 +57,15 @@ def _pids(line: str) -> list[int]:
     return pids
 
 
+# the pool's bootstrap_worker makes every worker die with its parent, whatever the flow: each
+# start method once (pool started from the main thread, and from another thread, where the
+# kernel's death signal does not apply), each flow kind under fork; tests/faults/test_parallel_kills.py
+# takes the map-and-batch, the prefetch over a map
 @pytest.mark.parametrize(
     "kind, method, in_thread",
     [
         ("runner", "fork", False),
         ("runner", "fork", True),
-        ("runner", "spawn", False),
         ("runner", "forkserver", False),
         ("map", "fork", False),
         ("map", "spawn", False),
