@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -62,6 +63,31 @@ class FileReader(StorageReader, DataFlow[T]):
 
     def _rank_work(self) -> list[list[int]]:
         raise NotImplementedError
+
+    _worker_shard: ShardSpec | None = None  # this worker's part of the rank's pieces
+
+    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
+        """A copy of this reader that reads part ``spec`` (``equal=False``) of this rank's
+        pieces: the workers of a rank (see :class:`~dataflow.ShardData`). ``None`` (sharded
+        by position) when this reader is not sharded by file, is split already, ``spec``
+        asks for equal counts, the rank has fewer pieces than workers, or
+        :meth:`_splits_rank` says the rank's pieces cannot be dealt exactly. This reader is
+        unchanged."""
+        rank = self._file_shard
+        if rank is None or self._worker_shard is not None or spec.equal or spec.pad:
+            return None
+        if not self._splits_rank(rank) or len(self._rank_work()) < spec.num_shards:
+            return None
+        part = copy.copy(self)
+        part._worker_shard = spec
+        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
+            part.__dict__.pop(epoch_attr, None)
+        return part
+
+    def _splits_rank(self, rank: ShardSpec) -> bool:
+        """Whether the workers of ``rank`` can split its pieces exactly (the readers whose
+        ``equal=True`` ranks are first cut to their exact count: always)."""
+        return True
 
     def _epoch_limit(self) -> int | None:
         """Where a fresh epoch of this rank stops (``None``: after its last piece): with

@@ -9,7 +9,6 @@ them, sharding splits them across ranks, and a resume position is (file, row gro
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +21,6 @@ import numpy as np
 
 from .._errors import DataFlowNotReset, LengthUnknownError, StateError
 from .._state_fields import int_field
-from ..base import DataFlow
 from ..sources._order import ShardSpec
 from ._arrow import numpy_column
 from ._common import FormatError, require
@@ -212,24 +210,6 @@ class ParquetData(FileReader[dict[str, Any]]):
             return False
         self._file_shard = spec
         return True
-
-    _worker_shard: ShardSpec | None = None  # this worker's part of the rank's pieces
-
-    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
-        """A copy of this reader that reads part ``spec`` (``equal=False``) of this rank's
-        row groups (the rank's exact pieces, also with ``equal=True``): the workers of a rank
-        (see :class:`~dataflow.ShardData`). ``None`` (sharded by position) when this reader
-        is not sharded by row group, is split already, ``spec`` asks for equal counts, or
-        the rank has fewer pieces than workers. This reader is unchanged."""
-        if self._file_shard is None or self._worker_shard is not None or spec.equal or spec.pad:
-            return None
-        if len(self._rank_work()) < spec.num_shards:
-            return None
-        part = copy.copy(self)
-        part._worker_shard = spec
-        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
-            part.__dict__.pop(epoch_attr, None)
-        return part
 
     def _rank_work(self) -> list[list[int]]:
         """This rank's pieces of the epoch, in file order: ``[file, row group, first row, end

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import copy
 import os
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -231,25 +230,6 @@ class TFRecordData(FileReader[Any]):
             return False
         self._file_shard = spec
         return True
-
-    _worker_shard: ShardSpec | None = None  # this worker's part of the rank's pieces
-
-    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
-        """A copy of this reader that reads part ``spec`` (``equal=False``) of this rank's
-        pieces: the workers of a rank (see :class:`~dataflow.ShardData`); with an
-        ``equal=True`` rank the pieces are first cut to the rank's record count, so the
-        workers together read exactly the rank's records. ``None`` (sharded by position)
-        when this reader is not sharded by file, is split already, ``spec`` asks for equal
-        counts, or the rank has fewer pieces than workers. This reader is unchanged."""
-        if self._file_shard is None or self._worker_shard is not None or spec.equal or spec.pad:
-            return None
-        if len(self._rank_work()) < spec.num_shards:
-            return None
-        part = copy.copy(self)
-        part._worker_shard = spec
-        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
-            part.__dict__.pop(epoch_attr, None)
-        return part
 
     def _known_counts(self) -> list[int]:
         if self._counts is None:

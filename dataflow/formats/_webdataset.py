@@ -10,7 +10,6 @@ skipped, as the ``webdataset`` package skips them.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -19,7 +18,6 @@ from typing import IO, Any, Union
 
 from .._errors import LengthUnknownError, StateError
 from .._warn import warn
-from ..base import DataFlow
 from ..sources._order import ShardSpec
 from ._common import FormatError
 from ._file_reader import FileReader, storage_args
@@ -195,24 +193,10 @@ class WebDatasetData(FileReader[dict[str, Any]]):
         self._file_shard = spec
         return True
 
-    _worker_shard: ShardSpec | None = None  # this worker's part of the rank's shards
-
-    def _split_shard(self, spec: ShardSpec) -> DataFlow[Any] | None:
-        """A copy of this reader that reads part ``spec`` (``equal=False``) of this rank's
-        shards: the workers of a rank (see :class:`~dataflow.ShardData`). ``None`` (sharded
-        by position) unless this reader is sharded by shard with ``equal=False``, not split
-        already, ``spec`` asks for no equal counts and the rank has at least as many shards
-        as workers. This reader is unchanged."""
-        rank = self._file_shard
-        if rank is None or rank.equal or self._worker_shard is not None or spec.equal or spec.pad:
-            return None
-        if len(self._rank_work()) < spec.num_shards:
-            return None
-        part = copy.copy(self)
-        part._worker_shard = spec
-        for epoch_attr in ("_resume_at", "_started", "_epoch_ref"):  # no epoch of this reader's goes on in it
-            part.__dict__.pop(epoch_attr, None)
-        return part
+    def _splits_rank(self, rank: ShardSpec) -> bool:
+        """An ``equal=True`` rank stops at its count inside some shard: its workers split by
+        position."""
+        return not rank.equal
 
     def _equal_limit(self, work: list[list[int]], spec: ShardSpec) -> int:
         """The samples every rank yields with ``equal=True``: the smallest rank's count when

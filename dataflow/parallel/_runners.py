@@ -103,8 +103,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         stage = type(self).__name__
         self.num_proc = check_int(stage, "num_proc", num_proc)
         self.sharded = self._shard = bool(shard)  # _shard: what repr shows
-        # shard mode: one seed for all workers, drawn once here when none is given
-        self._part_seed = int(np.random.SeedSequence().generate_state(1)[0])
+        # shard mode: one seed for all workers, drawn at the first start when none is given
+        self._part_seed: int | None = None
         self._ended: set[int] = set()  # shard mode: workers whose part of this epoch has arrived
         self._held: list[list[Any]] = [[] for _ in range(self.num_proc)]  # their next parts
         hwm = check_int(stage, "hwm", hwm)
@@ -136,7 +136,11 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         seed = self.options.worker_seed()
         flows: list[DataFlow[Any]] = [self.ds] * self.num_proc
         if self.sharded:
-            part_seed = self._part_seed if seed is None else seed
+            part_seed = seed
+            if part_seed is None:
+                if self._part_seed is None:
+                    self._part_seed = int(np.random.SeedSequence().generate_state(1)[0])
+                part_seed = self._part_seed
             flows = [RunnerPart(self.ds, self.num_proc, i, part_seed) for i in range(self.num_proc)]
         args = [(flows[i], i, self.options, seed, states[i]) for i in range(self.num_proc)]
         self._received, self._ready = len(self._buffer), set()
