@@ -30,7 +30,12 @@ def put(q: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
     return False
 
 
-def get(q: queue.Queue[Any], stage: str, timeout: float | None, threads: list[threading.Thread]) -> Any:
+def get(
+    q: queue.Queue[Any] | queue.SimpleQueue[Any],
+    stage: str,
+    timeout: float | None,
+    threads: list[threading.Thread],
+) -> Any:
     """Get with a poll loop: raises ``TimeoutError`` after ``timeout`` s, never hangs."""
     try:
         return q.get_nowait()

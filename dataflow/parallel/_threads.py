@@ -33,8 +33,8 @@ __all__ = ["MultiThreadMapData", "MultiThreadRunner", "ThreadPrefetchData"]
 
 
 def _map_thread(
-    tasks: queue.Queue[Any],
-    results: queue.Queue[Any],
+    tasks: queue.SimpleQueue[Any],
+    results: queue.SimpleQueue[Any],
     func: Callable[..., Any],
     where: str,
     stop: threading.Event,
@@ -92,8 +92,11 @@ class MultiThreadMapData(ParallelMapBase):
         self._stopping = threading.Event()  # set by _stop; a fresh one per _start
 
     def _start(self) -> None:
-        self._tasks: queue.Queue[Any] = queue.Queue()
-        self._results: queue.Queue[Any] = queue.Queue()
+        # SimpleQueue: its put and get are single C calls, so a Ctrl-C in this thread cannot
+        # leave a lock of the queue held (queue.Queue's Python-level locking can, and the
+        # map threads then wait on it forever)
+        self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._chunk_cap = max(1, self.buffer_size // (2 * self.num_thread))  # >= 2 tasks per thread
         self._probe = 2 * self.num_thread if self._per_item is None else 0  # see ParallelMapBase

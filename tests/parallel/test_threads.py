@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -219,3 +220,50 @@ def test_prefetch_bad_arguments(kwargs: dict, word: str) -> None:
     args = {"num_prefetch": 2, **kwargs}
     with pytest.raises(ValueError, match=word):
         ThreadPrefetchData(_src(), **args)
+
+
+@pytest.mark.timeout(120)
+def test_a_ctrl_c_inside_the_consumers_queue_calls_never_strands_a_map_thread() -> None:
+    """A KeyboardInterrupt raised as each of the first 40 functions of the ``queue`` and
+    ``threading`` modules that the consumer calls during a pass returns (where a real Ctrl-C
+    can land: CPython checks for signals on returns from Python functions), then close():
+    the map threads stop. With ``queue.Queue`` one such point is right after its lock was
+    taken in ``Condition.__enter__``: the lock stayed held and the threads waited on it
+    forever."""
+    import queue as queue_module
+    import sys
+
+    files = {queue_module.__file__, threading.__file__}
+
+    def map_threads_alive() -> bool:
+        return any(t.name.startswith("dataflow-map-") and t.is_alive() for t in threading.enumerate())
+
+    for k in range(1, 41):
+        df = MultiThreadMapData(u.Range(50), 2, u.double, strict=True, chunk=1)
+        df.reset_state()
+        returns, fired = 0, False
+
+        def tracer(frame: Any, event: str, arg: Any, at: int = k) -> Any:
+            nonlocal returns, fired
+            if event == "call":
+                return tracer if frame.f_code.co_filename in files else None
+            if event == "return" and not fired:
+                returns += 1
+                if returns == at:
+                    fired = True
+                    raise KeyboardInterrupt
+            return tracer
+
+        sys.settrace(tracer)
+        try:
+            for _ in df:
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        df.close()
+        stopped = wait_until(lambda: not map_threads_alive(), 3)
+        assert stopped, f"map threads left running (interrupt at return {k})"
+        if not fired:
+            break  # a pass has fewer such returns than k: every one was tried
