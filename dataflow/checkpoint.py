@@ -70,17 +70,22 @@ def _nodes(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
 
 
 def reshard(states: Sequence[Mapping[str, Any]], num_shards: int) -> dict[str, Any]:
-    """One state for every rank of ``num_shards`` new ranks, from the states all old ranks
-    saved at the same step (same number of datapoints each, as with ``equal=True`` and
-    ranks that step together).
+    """One state for every rank of ``num_shards`` new ranks, from the states the old job
+    saved at the same step: one per rank, or one per worker of every rank (the states
+    torchdata's ``StatefulDataLoader`` keeps for ``to_torch(rank_flow)``'s workers; see
+    :func:`dataflow.adapters.torch.reshard_loader` for its whole state), in any order.
 
-    Works for index-based sharding (``.shard()`` right after a random-access source) when
-    the stages between the shard and the consumer keep no datapoints of their own at the
-    checkpoint (batching, maps, filters do not; a shuffle buffer or a prefetch does): their
-    states must be equal on all ranks, else :class:`~dataflow._errors.StateError` names the
-    first stage where they differ. The rest of the interrupted epoch — every datapoint of
-    its order that no old rank consumed — is split among the new ranks; later epochs are
-    sharded as usual.
+    Works for index- or file-based sharding (``.shard()`` right after a random-access source
+    or a multi-file reader; for workers, each worker's ``.shard()`` of its rank's, split by
+    index or file, not by position) when the stages between the shard and the consumer keep
+    no datapoints of their own at the checkpoint (batching, maps, filters do not; a shuffle
+    buffer, a prefetch, a parallel map or a process runner does): their states must be equal
+    in every state given, else :class:`~dataflow._errors.StateError` names the first stage
+    where they differ. The rest of the interrupted epoch — every datapoint of its order that
+    no old rank or worker consumed — is split among the new ranks (and, where the new
+    pipeline has workers, among each new rank's workers); later epochs are sharded as usual.
+    The merged state loads into a pipeline of the same shape: with a worker level if the
+    states had one, at any new number of workers.
     """
     num_shards = check_int("reshard", "num_shards", num_shards)
     if not states:
@@ -91,13 +96,16 @@ def reshard(states: Sequence[Mapping[str, Any]], num_shards: int) -> dict[str, A
     trees = [_nodes(st["root"]) for st in states]
     if len({tuple(path for path, _ in tree) for tree in trees}) != 1:
         raise StateError("reshard: the states were saved from different pipelines")
+    _refuse_runners(trees[0])
     shard_at = [k for k, (_, node) in enumerate(trees[0]) if node["stage"] == "ShardData"]
-    if len(shard_at) != 1:
-        raise StateError(f"reshard: the pipeline must have exactly one ShardData, found {len(shard_at)}")
-    k = shard_at[0]
-    by_rank = _ranks(trees, k)
-    source_at = k + 1
-    source_nodes = [trees[r][source_at][1] for r in by_rank]
+    if len(shard_at) not in (1, 2):
+        raise StateError(
+            f"reshard: the pipeline must have one ShardData (the rank's) or two (a worker's shard of "
+            f"its rank's), found {len(shard_at)}"
+        )
+    order = _parts(trees, shard_at)
+    source_at = shard_at[-1] + 1
+    source_nodes = [trees[t][source_at][1] for t in order]
     source_state = source_nodes[0].get("state", {})
     file_split = "work" in source_state or (not source_nodes[0].get("live") and "files" in source_state)
     if "items" not in source_state and not file_split:
@@ -107,37 +115,74 @@ def reshard(states: Sequence[Mapping[str, Any]], num_shards: int) -> dict[str, A
             "cannot change mid-epoch. Put .shard() right after the source"
         )
     for pos, (path, node) in enumerate(trees[0]):
-        if pos in (k, source_at):
+        if pos in shard_at or pos == source_at:
             continue
         if any(tree[pos][1].get("state") != node.get("state") or tree[pos][1].get("live") != node.get("live")
                for tree in trees):
             raise StateError(
-                f"reshard: the ranks' states differ at {path}, so they cannot be merged: resharding "
+                f"reshard: the states differ at {path}, so they cannot be merged: resharding "
                 f"works when every stage between .shard() and the consumer keeps nothing of its own "
                 f"at the checkpoint (no shuffle buffer, prefetch or parallel map in between)"
             )
     out = copy.deepcopy(dict(states[0]))
     new_tree = _nodes(out["root"])
-    new_tree[k][1]["state"] = {"num_shards": None, "index": None}
+    for k in shard_at:
+        new_tree[k][1]["state"] = {"num_shards": None, "index": None}
     merge = _merged_files if file_split else _merged_source
     new_tree[source_at][1]["state"] = merge(source_nodes)
     return out
 
 
-def _ranks(trees: list[list[tuple[str, dict[str, Any]]]], k: int) -> list[int]:
-    """The tree indices ordered by old rank, checking that ranks ``0..n-1`` are all there."""
-    ranks: dict[int, int] = {}
-    counts = set()
+def _refuse_runners(tree: list[tuple[str, dict[str, Any]]]) -> None:
+    """A process runner's state holds its workers' own states and the datapoints received
+    but not yet yielded: what its rank consumed is not a position of the source."""
+    for path, node in tree:
+        if isinstance(node.get("state"), dict) and "workers" in node["state"] and "buffer" in node["state"]:
+            raise StateError(
+                f"reshard: {path} is a process runner: each of its workers holds its own position "
+                f"and the runner datapoints received but not yet yielded, so its rank's state is no "
+                f"position of the source and cannot be split among another number of ranks. For "
+                f"elastic resume with worker processes, read in DataLoader workers "
+                f"(to_torch(rank_flow) in torchdata's StatefulDataLoader; "
+                f"dataflow.adapters.torch.reshard_loader); see docs/object_stores.rst"
+            )
+
+
+def _parts(trees: list[list[tuple[str, dict[str, Any]]]], shard_at: list[int]) -> list[int]:
+    """The tree indices ordered by old rank (and worker, rank-major), checking that every
+    part of the old job is there once."""
+    levels = shard_at[::-1]  # the rank's ShardData first, then the worker's
+    keys: dict[tuple[int, ...], int] = {}
+    repeated: list[tuple[int, ...]] = []
+    counts: list[set[Any]] = [set() for _ in levels]
     for t, tree in enumerate(trees):
-        st = tree[k][1].get("state", {})
-        counts.add(st.get("num_shards"))
-        ranks[st.get("index")] = t
-    if counts != {len(trees)} or sorted(ranks, key=str) != list(range(len(trees))):
+        key = []
+        for level, k in enumerate(levels):
+            st = tree[k][1].get("state", {})
+            if level and tree[k][1].get("live") and "position" in st:
+                raise StateError(
+                    f"reshard: {tree[k][0]} splits its rank among workers by position (every worker "
+                    f"reads the rank's whole stream), so what one worker consumed is no position of "
+                    f"the source; split by index or file (see dataflow.ShardData) to reshard"
+                )
+            counts[level].add(st.get("num_shards"))
+            key.append(st.get("index"))
+        if tuple(key) in keys:
+            repeated.append(tuple(key))
+        keys[tuple(key)] = t
+    sizes = [next(iter(c)) if len(c) == 1 else None for c in counts]
+    expected: list[tuple[int, ...]] = [(r,) for r in range(sizes[0])] if isinstance(sizes[0], int) else []
+    if len(levels) == 2 and isinstance(sizes[1], int):
+        expected = [(r, w) for (r,) in expected for w in range(sizes[1])]
+    missing = [key for key in expected if key not in keys]
+    if None in sizes or missing or repeated or len(keys) != len(expected):
+        what = "rank" if len(levels) == 1 else "(rank, worker)"
         raise StateError(
-            f"reshard: give the states of all ranks, one each (got num_shards {sorted(counts, key=str)} "
-            f"and shard indices {sorted(ranks, key=str)})"
+            f"reshard: give the states of all ranks{'' if len(levels) == 1 else ' and workers'}, one "
+            f"each: got num_shards {[sorted(c, key=str) for c in counts]} and {what} indices "
+            f"{sorted(keys, key=str)}; missing {missing}, given twice {repeated}"
         )
-    return [ranks[r] for r in range(len(trees))]
+    return [keys[key] for key in expected]
 
 
 def _merged_files(nodes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -5,7 +5,9 @@
 - :func:`to_torch` wraps a flow in an ``IterableDataset`` for ``DataLoader`` or a plain loop;
   numpy arrays become tensors that share their memory (``torch.from_numpy``: no copy). It has
   ``state_dict``/``load_state_dict``, so torchdata's ``StatefulDataLoader`` checkpoints it
-  (one state per worker), and so does a plain loop with ``num_workers=0``.
+  (one state per worker), and so does a plain loop with ``num_workers=0``;
+  :func:`reshard_loader` turns the loader states of all ranks into one for another number
+  of ranks (and workers).
 - :class:`DevicePrefetcher` copies batches to a device ahead of use: pinned host memory,
   ``non_blocking`` copies on a side CUDA stream, ``record_stream`` so the caching allocator
   does not reuse memory too early, and the consumer's stream waits on an event (not the
@@ -26,6 +28,7 @@ from .. import _seeding as seeding
 from .._state import SaveOptions, save_pipeline
 from ..base import DataFlow
 from ..ops._shard import ShardData
+from ._loader_reshard import reshard_loader
 from ._require import require
 
 torch = require("torch", "torch", "dataflow.adapters.torch")
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
 else:
     IterableDataset = torch.utils.data.IterableDataset
 
-__all__ = ["DataFlowDataset", "DevicePrefetcher", "to_tensors", "to_torch"]
+__all__ = ["DataFlowDataset", "DevicePrefetcher", "reshard_loader", "to_tensors", "to_torch"]
 
 
 def to_tensors(obj: Any) -> Any:
@@ -93,7 +96,9 @@ class DataFlowDataset(IterableDataset[Any]):
     :meth:`dataflow.DataFlow.state_dict`); torchdata's ``StatefulDataLoader`` calls it in each
     worker and restores each worker's with ``load_state_dict()`` before iterating, so a
     resumed loader yields exactly what the interrupted one would have. Resume with the same
-    ``num_workers``; with worker processes, ``persistent_workers=True`` makes the epochs
+    ``num_workers`` — or, to resume on another number of ranks or workers, merge the loader
+    states of all ranks with :func:`reshard_loader`. With worker processes,
+    ``persistent_workers=True`` makes the epochs
     *after* the resumed one exact too (non-persistent workers reshuffle from DataLoader's
     per-epoch seed, which ``StatefulDataLoader`` draws again on resume). As torchdata
     expects, the state continues the last iterator this dataset gave out: a state taken
@@ -126,10 +131,10 @@ class DataFlowDataset(IterableDataset[Any]):
                 base = seeding.get_seed()
                 if self.shard:  # sharding needs every worker to see the same order
                     seeding.enter_worker((epoch,), seed=self._shard_seed if base is None else base)
-                    if info.num_workers > 1:
-                        with warnings.catch_warnings():  # the class docstring explains the cost
-                            warnings.simplefilter("ignore")
-                            flow = ShardData(flow, info.num_workers, info.id, equal=False)
+                    # one worker too: a worker's state has the same shape at any num_workers
+                    with warnings.catch_warnings():  # the class docstring explains the cost
+                        warnings.simplefilter("ignore")
+                        flow = ShardData(flow, info.num_workers, info.id, equal=False)
                 else:  # independent streams: seed workers apart
                     seeding.enter_worker((epoch, info.id), seed=base)
             flow.reset_state()

@@ -84,6 +84,10 @@ class FileReader(StorageReader, DataFlow[T]):
             part.__dict__.pop(epoch_attr, None)
         return part
 
+    def _worker_part(self, work: list[list[int]]) -> list[list[int]]:
+        """This worker's pieces of its rank's ``work`` (all of them outside a worker)."""
+        return work if self._worker_shard is None else self._worker_shard.split(work)
+
     def _splits_rank(self, rank: ShardSpec) -> bool:
         """Whether the workers of ``rank`` can split its pieces exactly (the readers whose
         ``equal=True`` ranks are first cut to their exact count: always)."""

@@ -217,7 +217,7 @@ class ParquetData(FileReader[dict[str, Any]]):
         groups = self._group_rows()
         end = (lambda n: -1) if self.filters is not None else (lambda n: n)
         whole = [[i, k, 0, end(n), 0, -1] for i, rows in enumerate(groups) for k, n in enumerate(rows) if n]
-        spec, worker = self._file_shard, self._worker_shard
+        spec = self._file_shard
         if spec is None:
             return whole
         if not spec.equal:
@@ -225,7 +225,7 @@ class ParquetData(FileReader[dict[str, Any]]):
         else:  # fresh pieces: each rank's runs hold exactly total // num_shards rows
             total = sum(map(sum, groups))
             work = _split_equal(whole, spec.num_shards, total // spec.num_shards, self._shuffle)[spec.index]
-        return work if worker is None else worker.split(work)
+        return self._worker_part(work)
 
     def _epoch_limit(self) -> int | None:
         spec = self._file_shard
@@ -246,11 +246,6 @@ class ParquetData(FileReader[dict[str, Any]]):
                 self._work[self._pos][4] = resume["row"]
             return
         work, spec = resume["work"], self._file_shard
-        if resume["merged"] and self._worker_shard is not None:
-            raise StateError(
-                f"{stage}: a state merged by dataflow.checkpoint.reshard cannot be loaded by a "
-                f"worker of a rank (a .shard() of a .shard()); see docs/object_stores.rst"
-            )
         for piece in work:
             if piece[1] >= len(groups[piece[0]]):
                 raise StateError(
@@ -262,15 +257,16 @@ class ParquetData(FileReader[dict[str, Any]]):
             return
         self._yielded = 0
         if not spec.equal:
-            self._work = work[spec.index :: spec.num_shards]
+            self._work = self._worker_part(work[spec.index :: spec.num_shards])
             return
         for piece in work:  # in file order, what is left of a piece is a piece of its own
             if not self._shuffle and piece[4]:
                 piece[2], piece[4] = piece[2] + piece[4], 0
         allowed = resume["limit"] if resume["limit"] is not None else sum(_size(p) - p[4] for p in work)
         target = allowed // spec.num_shards
-        self._work = _split_equal(work, spec.num_shards, target, self._shuffle)[spec.index]
-        self._limit = target
+        part = _split_equal(work, spec.num_shards, target, self._shuffle)[spec.index]
+        # a worker's share of the rank's runs (which hold exactly its count) needs no limit
+        self._work, self._limit = self._worker_part(part), target if self._worker_shard is None else None
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from typing import IO, Any
 import numpy as np
 
 from .. import codec
-from .._errors import DataFlowNotReset, LengthUnknownError, StateError
+from .._errors import DataFlowNotReset, LengthUnknownError
 from ..base import DataFlow
 from ..sources._indexed import IndexedSource, Order, cursor
 from ..sources._order import ShardSpec
@@ -255,13 +255,12 @@ class TFRecordData(FileReader[Any]):
         worker = self._worker_shard
         if spec is None or not spec.equal:
             files = range(n) if spec is None else range(spec.index, n, spec.num_shards)
-            work = [[i, 0, -1, 0, 0, -1] for i in files]
-            return work if worker is None else worker.split(work)
+            return self._worker_part([[i, 0, -1, 0, 0, -1] for i in files])
         counts = self._known_counts()
         whole = [[i, 0, counts[i], 0, 0, -1] for i in range(n)]
         target = sum(counts) // spec.num_shards
         work = _split_equal(whole, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
-        return work if worker is None else worker.split(_trimmed(work, target, self._shard_shuffle))
+        return work if worker is None else self._worker_part(_trimmed(work, target, self._shard_shuffle))
 
     def _resume(self, resume: dict[str, Any]) -> None:
         """The epoch's work from a loaded position: this reader's own (the same pieces, or a
@@ -279,14 +278,9 @@ class TFRecordData(FileReader[Any]):
         if not resume["merged"] or spec is None:
             self._work = work
             return
-        if self._worker_shard is not None:
-            raise StateError(
-                f"{type(self).__name__}: a state merged by dataflow.checkpoint.reshard cannot be "
-                f"loaded by a worker of a rank (a .shard() of a .shard()); see docs/object_stores.rst"
-            )
         self._yielded = 0
         if not spec.equal:
-            self._work = work[spec.index :: spec.num_shards]
+            self._work = self._worker_part(work[spec.index :: spec.num_shards])
             return
         counts = self._known_counts()
         for piece in work:  # in file order, what is left of a piece is a piece of its own
@@ -297,8 +291,11 @@ class TFRecordData(FileReader[Any]):
         left = sum(_piece_size(p) - p[3] for p in work)
         allowed = resume["limit"] if resume["limit"] is not None else left
         target = allowed // spec.num_shards
-        self._work = _split_equal(work, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
-        self._limit = target
+        part = _split_equal(work, spec, target, self._offsets_of, self._shard_shuffle)[spec.index]
+        if self._worker_shard is None:
+            self._work, self._limit = part, target
+        else:  # the rank's pieces cut to exactly its count, dealt among its workers
+            self._work, self._limit = self._worker_part(_trimmed(part, target, self._shard_shuffle)), None
 
     def _records(self) -> Iterator[Any]:
         """The records of the epoch's pieces from ``self._pos`` on; each piece is kept at

@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from typing import IO, Any, Union
 
-from .._errors import LengthUnknownError, StateError
+from .._errors import LengthUnknownError
 from .._warn import warn
 from ..sources._order import ShardSpec
 from ._common import FormatError
@@ -212,8 +212,7 @@ class WebDatasetData(FileReader[dict[str, Any]]):
         sample]`` (offset ``-1``: the shard is done)."""
         spec, n = self._file_shard, len(self.paths)
         shards = range(n) if spec is None else range(spec.index, n, spec.num_shards)
-        work = [[i, 0, 0] for i in shards]
-        return work if self._worker_shard is None else self._worker_shard.split(work)
+        return self._worker_part([[i, 0, 0] for i in shards])
 
     def _resume(self, resume: dict[str, Any]) -> None:
         """The epoch's work from a loaded position: this reader's own, or its part of what
@@ -226,17 +225,12 @@ class WebDatasetData(FileReader[dict[str, Any]]):
                 self._work[self._pos][1:] = [resume["read"], resume["offset"]]
             return
         work, spec = resume["work"], self._file_shard
-        if resume["merged"] and self._worker_shard is not None:
-            raise StateError(
-                f"{type(self).__name__}: a state merged by dataflow.checkpoint.reshard cannot be "
-                f"loaded by a worker of a rank (a .shard() of a .shard()); see docs/object_stores.rst"
-            )
         if not resume["merged"] or spec is None:
             self._work = work
             return
         self._yielded = 0
-        self._work = work[spec.index :: spec.num_shards]
-        if spec.equal:
+        self._work = self._worker_part(work[spec.index :: spec.num_shards])
+        if spec.equal:  # a worker of an equal=True rank reads by position: never here
             limit = self._equal_limit(work, spec)
             left = resume["limit"]
             self._limit = limit if left is None else min(limit, left // spec.num_shards)

@@ -31,7 +31,7 @@ from .._errors import StateError
 from .._fluent import T_co
 from .._state_fields import exhausted, field, int_field, plain_rng_state, position
 from ..base import DataFlow, RNGDataFlow
-from ._order import Level, ShardSpec, epoch_order, shard_length
+from ._order import Level, ShardSpec, epoch_order, level_parts, shard_length, spec_from_list
 from ._unforked import unforked_copy
 
 __all__ = ["LIST_ORDER_MAX", "IndexedSource", "Order", "cursor"]
@@ -204,9 +204,12 @@ def _held(order: range | np.ndarray) -> Order:
 
 def _level(stage: str, level: Any) -> Level:
     try:
-        (n, i, equal, pad), consumed = level
-        spec = ShardSpec(int(n), int(i), bool(equal), bool(pad))
-        return spec, tuple(int(k) for k in consumed)
+        saved, consumed = level
+        spec = spec_from_list(saved)
+        counts = tuple(int(k) for k in consumed)
+        if len(counts) != len(level_parts(spec)):
+            raise ValueError("one consumed count per part")
+        return spec, counts
     except (TypeError, ValueError) as e:
         raise StateError(f"{stage}: the state's reshard record {level!r:.80} is corrupted") from e
 

@@ -11,8 +11,10 @@ A spec with a ``parent`` is a shard of a shard (the workers of a rank): the pare
 first, then this spec's slice of them, so the workers of one rank split exactly the rank's part.
 
 A *reshard chain* records, for an epoch that was resharded while in progress, which positions
-of the base order the earlier ranks had consumed: each level is ``(spec, consumed per rank)``.
-The rest of the epoch is then the positions not consumed, sharded by the current spec.
+of the base order the earlier ranks had consumed: each level is ``(spec, consumed per part)``,
+the parts being the ranks of ``spec`` or, for a spec with a parent (the workers of ranks),
+every (rank, worker) pair, rank-major. The rest of the epoch is then the positions not
+consumed, sharded by the current spec.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["ShardSpec", "epoch_order", "shard_length"]
+__all__ = ["ShardSpec", "epoch_order", "level_parts", "shard_length", "spec_from_list"]
 
 T = TypeVar("T")
 
@@ -52,6 +54,17 @@ class ShardSpec:
     def split(self, items: Sequence[T]) -> list[T]:
         """This level's part of ``items`` (a parent's part, say): positions ``_slice(len(items))``."""
         return [items[int(k)] for k in _slice(len(items), self.own())]
+
+
+def spec_from_list(value: Any) -> ShardSpec:
+    """The spec :meth:`ShardSpec.as_list` wrote (``TypeError``/``ValueError`` if it is not one)."""
+    n, i, equal, pad, *parent = value
+    if len(parent) > 1 or not all(isinstance(v, bool) for v in (equal, pad)):
+        raise ValueError(f"not a shard spec: {value!r}")
+    spec = ShardSpec(int(n), int(i), equal, pad, spec_from_list(parent[0]) if parent else None)
+    if not 0 <= spec.index < spec.num_shards:
+        raise ValueError(f"not a shard spec: {value!r}")
+    return spec
 
 
 def shard_length(total: int, spec: ShardSpec | None) -> int:
@@ -85,14 +98,23 @@ def _slice(total: int, spec: ShardSpec) -> range | np.ndarray:
 Level = tuple[ShardSpec, Sequence[int]]
 
 
+def level_parts(spec: ShardSpec) -> list[ShardSpec]:
+    """Every part of the level ``spec`` belongs to, in the order a reshard chain lists their
+    consumed counts: ranks ``0..n-1``, or (rank, worker) pairs rank-major for a worker spec."""
+    own = [ShardSpec(spec.num_shards, i, spec.equal, spec.pad) for i in range(spec.num_shards)]
+    if spec.parent is None:
+        return own
+    ranks = level_parts(spec.parent)
+    return [ShardSpec(w.num_shards, w.index, w.equal, w.pad, rank) for rank in ranks for w in own]
+
+
 def remaining_positions(total: int, chain: Sequence[Level]) -> np.ndarray:
-    """Positions of the base order not consumed by the ranks of each level of ``chain``."""
+    """Positions of the base order not consumed by the parts of each level of ``chain``."""
     left = np.arange(total)
     for spec, consumed in chain:
         taken = np.zeros(len(left), dtype=bool)
-        for rank, k in enumerate(consumed):
-            rank_spec = ShardSpec(spec.num_shards, rank, spec.equal, spec.pad)
-            seen = np.asarray(_slice(len(left), rank_spec), dtype=np.int64)[:k]
+        for part, k in zip(level_parts(spec), consumed):
+            seen = np.asarray(_slice(len(left), part), dtype=np.int64)[:k]
             taken[seen] = True
         left = left[~taken]
     return left

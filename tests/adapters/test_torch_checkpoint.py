@@ -150,3 +150,62 @@ def test_state_goes_into_a_weights_only_torch_checkpoint(tmp_path: Path) -> None
     again.load_state_dict(loaded)
     again.reset_state()
     assert [dp[0] for dp in again] == [dp[0] for dp in it]
+
+
+def _rank_loader(ranks: int, rank: int, workers: int) -> Any:
+    """Rank ``rank``'s loader: ``to_torch`` of its shard in a StatefulDataLoader, torch seeded
+    alike on every rank (as a DDP script does, so every rank's workers draw one order)."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    torch.manual_seed(0)
+    flow = D.DataFromList(list(range(90)), shuffle=True, seed=6).shard(ranks, rank).map(lambda x: [x])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return stateful.StatefulDataLoader(
+            to_torch(flow), batch_size=2, num_workers=workers, multiprocessing_context="fork"
+        )
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("old", "new"), [((3, 2), (2, 3)), ((2, 1), (4, 2))])
+def test_reshard_loader_resumes_the_epoch_on_other_ranks_and_workers(
+    old: tuple[int, int], new: tuple[int, int]
+) -> None:
+    """Every rank's StatefulDataLoader (ranks x workers) saved after 4 batches, merged by
+    ``reshard_loader``, resumed by loaders of another number of ranks and workers: the
+    epoch is each datapoint once, less at most the rows the equal splits drop."""
+    from dataflow.adapters.torch import reshard_loader
+
+    seen: list[int] = []
+    states = []
+    for rank in range(old[0]):
+        loader = _rank_loader(old[0], rank, old[1])
+        it = iter(loader)
+        seen += [int(v) for _ in range(4) for v in next(it)[0]]
+        states.append(loader.state_dict())
+        del it
+    merged = reshard_loader(states, new[0], num_workers=new[1])
+    counts = []
+    for rank in range(new[0]):
+        loader = _rank_loader(new[0], rank, new[1])
+        loader.load_state_dict(merged)
+        part = [int(v) for batch in loader for v in batch[0]]
+        counts.append(len(part))
+        seen += part
+    assert len(seen) == len(set(seen)), "a datapoint was seen twice in the epoch"
+    assert len(set(counts)) == 1
+    assert 90 - len(seen) <= old[0] - 1 + new[0] - 1
+
+
+def test_reshard_loader_refuses_what_it_cannot_merge_exactly() -> None:
+    from dataflow._errors import StateError
+    from dataflow.adapters.torch import reshard_loader
+
+    with pytest.raises(StateError, match="not the state_dict.. of a StatefulDataLoader with worker"):
+        reshard_loader([{"dataset_state": {}, "_iterator_finished": False}], 2)
+    loader = _rank_loader(1, 0, 1)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    del it
+    with pytest.raises(StateError, match="snapshot_every_n_steps=1"):
+        reshard_loader([{**state, "_steps_since_snapshot": 3}], 2)

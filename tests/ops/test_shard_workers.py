@@ -235,23 +235,17 @@ def test_workers_split_through_plain_maps_only() -> None:
         assert not rank().batch(2).shard(2, 0, equal=False).by_index
 
 
-def test_a_worker_state_resumes_with_the_same_workers_only() -> None:
-    def flow(ranks: int, rank: int) -> D.DataFlow[Any]:
-        source = D.DataFromList(list(range(40)), shuffle=True, seed=2)
-        return source.shard(ranks, rank).shard(2, 0, equal=False)
-
-    states = []
-    for r in range(2):
-        f = flow(2, r)
-        f.reset_state()
-        it = iter(f)
-        next(it)
-        states.append(f.state_dict())
-    with pytest.raises(StateError, match="exactly one ShardData"):
-        reshard(states, 4)
-    other = D.DataFromList(list(range(40)), shuffle=True, seed=2).shard(2, 0).shard(4, 0, equal=False)
-    with pytest.raises(StateError):
-        other.load_state_dict(states[0])
+def test_a_worker_state_loads_into_the_same_rank_and_worker_only() -> None:
+    """Unmerged, a worker's state is its own part's (``reshard`` merges all workers' states
+    for another layout: tests/checkpoint/test_reshard_workers.py)."""
+    flow = D.DataFromList(list(range(40)), shuffle=True, seed=2).shard(2, 1).shard(2, 0, equal=False)
+    flow.reset_state()
+    it = iter(flow)
+    next(it)
+    state = flow.state_dict()
+    other = D.DataFromList(list(range(40)), shuffle=True, seed=2).shard(2, 1).shard(4, 0, equal=False)
+    with pytest.raises(StateError, match="shard 0 of 2 but this pipeline is shard 0 of 4"):
+        other.load_state_dict(state)
 
 
 def _text_files(tmp: Path) -> D.DataFlow[Any]:

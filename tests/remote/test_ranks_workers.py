@@ -6,7 +6,10 @@ fetched once per node (a shared ``cache_dir``), counted from the server's reques
 - ranks x workers (``MultiProcessRunnerZMQ(shard=True)`` over each rank's ``.shard()``): the
   workers of a rank split its files; a cut resumes with the same ranks and workers;
 - another number of ranks (:func:`dataflow.checkpoint.reshard`): the reader sharded in each
-  rank's consumer (the pattern that resumes elastically), 4 ranks cut and resumed on 2.
+  rank's consumer, 4 ranks cut and resumed on 2;
+- the issue's own case: 8 ranks x 4 DataLoader workers (``to_torch`` in torchdata's
+  ``StatefulDataLoader``) over a shuffled glob, cut mid-epoch, the loader states merged by
+  :func:`dataflow.adapters.torch.reshard_loader` and resumed on 4 ranks x 4 workers.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ EVERY = {(s, i) for s, n in enumerate(COUNTS) for i in range(n)}
 RANKS, WORKERS = 4, 2
 
 
-def _bucket(s3: S3Server, tmp: Path) -> str:
+def _bucket(s3: S3Server, tmp: Path, counts: list[int] = COUNTS) -> str:
     bucket = s3.make_bucket()
     store = Store("s3", s3, bucket)
-    upload_shards(store, write_tfrecord_shards(tmp / "src", COUNTS))
+    upload_shards(store, write_tfrecord_shards(tmp / "src", counts))
     s3.clear()
     return f"s3://{bucket}/train-*.tfrecord"
 
@@ -150,3 +153,61 @@ def test_dataloader_workers_fetch_only_their_shards(s3: S3Server, tmp_path: Path
     s3.wait_idle()
     gets = _shard_gets(s3, bucket)
     assert len(gets) == len(COUNTS) and set(gets.values()) == {1}, f"shards fetched twice: {gets}"
+
+
+@pytest.mark.framework
+@pytest.mark.timeout(300)
+def test_done_when_8_ranks_of_4_loader_workers_resume_on_4_ranks(s3: S3Server, tmp_path: Path) -> None:
+    """8 ranks, each a StatefulDataLoader with 4 workers over ``to_torch`` of its shard of a
+    shuffled S3 glob (48 shards), cut mid-epoch at the same step; ``reshard_loader`` merges
+    the 8 loader states; 4 ranks of 4 workers resume. The epoch is every record once, less
+    the few ``equal=True`` drops; each worker read only its shards; each shard was fetched
+    once on the node (a shared ``cache_dir``)."""
+    pytest.importorskip("torch")
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    import torch
+
+    from dataflow.adapters.torch import reshard_loader, to_torch
+
+    counts = [2 + (7 * s) % 4 for s in range(48)]  # 2..5 records, 164 in all
+    every = {(s, i) for s, n in enumerate(counts) for i in range(n)}
+    glob = _bucket(s3, tmp_path, counts)
+    bucket = glob.split("/")[2]
+    cache = tmp_path / "node-cache"
+
+    def rank_flow(ranks: int, rank: int) -> D.DataFlow[Any]:
+        reader = D.TFRecordData(glob, shuffle=True, seed=3, storage_options=s3.storage_options,
+                                cache_dir=str(cache))
+        return reader.shard(ranks, rank, equal=True).map(_key)
+
+    def loader(ranks: int, rank: int) -> Any:
+        torch.manual_seed(0)  # as a DDP script seeds every rank alike
+        return stateful.StatefulDataLoader(to_torch(rank_flow(ranks, rank), convert=False), batch_size=None,
+                                           num_workers=4, multiprocessing_context="fork")
+
+    assert all(rank_flow(8, r).shard(4, w, equal=False).by_index for r in range(8) for w in range(4))
+    seen: list[tuple[int, int]] = []
+    states = []
+    step = 9  # of 20 per rank
+    for rank in range(8):
+        old = loader(8, rank)
+        it = iter(old)
+        seen += [tuple(next(it)) for _ in range(step)]
+        states.append(state_from_json(state_to_json(old.state_dict())))  # as a checkpoint keeps it
+        del it, old  # the job is killed
+        s3.wait_idle()
+    merged = reshard_loader(states, 4)
+    counts_after = []
+    for rank in range(4):
+        new = loader(4, rank)
+        new.load_state_dict(merged)
+        part = [tuple(dp) for dp in new]
+        counts_after.append(len(part))
+        seen += part
+    assert len(seen) == len(set(seen)), "a record was seen twice in the epoch"
+    assert set(seen) <= every
+    assert len(set(counts_after)) == 1  # the new ranks step together
+    assert len(every) - len(seen) <= (8 - 1) + (4 - 1)  # equal=True's documented drops
+    s3.wait_idle()
+    gets = _shard_gets(s3, bucket)
+    assert set(gets.values()) == {1}, f"a shard was fetched more than once on the node: {gets}"
