@@ -67,7 +67,9 @@ def _key(dp: Any) -> Any:
     return tuple(int(v) for v in dp)
 
 
-def _check(seen: list[Any], rest: list[list[Any]], every: set[Any], equal: bool, ranks: tuple[int, int]) -> None:
+def _check(
+    seen: list[Any], rest: list[list[Any]], every: set[Any], equal: bool, ranks: tuple[int, int]
+) -> None:
     """Each datapoint once; ``equal=True``: equal new ranks, at most the rows the old and the
     new ranks drop missing (``ranks``: old, new)."""
     everything = seen + [dp for part in rest for dp in part]

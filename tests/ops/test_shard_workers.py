@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 import dataflow as D
 from dataflow._errors import StateError
-from dataflow.checkpoint import reshard
 from dataflow.formats._storage import ShardStorage
 from dataflow.sources._indexed import IndexedSource
 
