@@ -69,7 +69,9 @@ def reshard_loader(
 def _snapshot(rank: int, state: Mapping[str, Any]) -> Mapping[str, Any]:
     """The checked snapshot of old rank ``rank``'s loader state."""
     snap = state.get("_snapshot") if isinstance(state, Mapping) else None
-    workers = snap.get("_worker_snapshots") if isinstance(snap, Mapping) else None
+    if not isinstance(snap, Mapping):
+        snap = {}
+    workers = snap.get("_worker_snapshots")
     if not isinstance(workers, Mapping) or not workers or not isinstance(snap.get("_main_snapshot"), Mapping):
         raise StateError(
             f"reshard_loader: state {rank} is not the state_dict() of a StatefulDataLoader with "

@@ -28,6 +28,7 @@ from .. import _seeding as seeding
 from .._state import SaveOptions, save_pipeline
 from ..base import DataFlow
 from ..ops._shard import ShardData
+from ._loader_epochs import LoaderEpochs
 from ._loader_reshard import reshard_loader
 from ._require import require
 
@@ -92,15 +93,21 @@ class DataFlowDataset(IterableDataset[Any]):
     num_workers=0)``, or ``shard=False`` if the flow itself draws random samples (then
     workers must differ: they are seeded apart by torch).
 
+    **Ranks:** with ``shard=True`` the workers' RNGs are keyed on the loader's iteration
+    number (``iter(loader)`` calls; one for persistent workers, whose flow counts its own
+    epochs), not on torch's seed, so the workers of every data-parallel rank draw the same
+    order of a seeded flow whatever each rank seeds torch with, and a rank's ``.shard()``
+    inside ``df`` splits one order.
+
     **Checkpoints:** ``state_dict()`` is the flow's state in this process (see
     :meth:`dataflow.DataFlow.state_dict`); torchdata's ``StatefulDataLoader`` calls it in each
     worker and restores each worker's with ``load_state_dict()`` before iterating, so a
     resumed loader yields exactly what the interrupted one would have. Resume with the same
     ``num_workers`` — or, to resume on another number of ranks or workers, merge the loader
     states of all ranks with :func:`reshard_loader`. With worker processes,
-    ``persistent_workers=True`` makes the epochs
-    *after* the resumed one exact too (non-persistent workers reshuffle from DataLoader's
-    per-epoch seed, which ``StatefulDataLoader`` draws again on resume). As torchdata
+    ``persistent_workers=True`` makes the epochs *after* the resumed one exact too
+    (non-persistent workers key their next epochs on the resumed loader's iteration count,
+    which starts again at zero). As torchdata
     expects, the state continues the last iterator this dataset gave out: a state taken
     after an epoch's last datapoint resumes with the rest of that epoch, which is empty.
     """
@@ -114,6 +121,7 @@ class DataFlowDataset(IterableDataset[Any]):
         self._flow: DataFlow[Any] | None = None  # what this process iterates (df, or its shard)
         self._pending: Mapping[str, Any] | None = None
         self._shard_seed = int(np.random.SeedSequence().generate_state(1)[0])  # drawn once, here
+        self._iterations = LoaderEpochs()
 
     def __len__(self) -> int:
         return len(self.df)
@@ -125,18 +133,18 @@ class DataFlowDataset(IterableDataset[Any]):
         if self._reset_pid != os.getpid():
             flow = self.df
             if info is not None:
-                # DataLoader's base seed: shared by this iteration's workers, new each iteration
-                # (workers are recreated per epoch unless persistent), so epochs reshuffle.
-                epoch = (info.seed - info.id) % 2**32
                 base = seeding.get_seed()
-                if self.shard:  # sharding needs every worker to see the same order
-                    seeding.enter_worker((epoch,), seed=self._shard_seed if base is None else base)
+                if self.shard:  # every worker of every rank's loader draws one order
+                    # the loader's iteration (workers are recreated per epoch unless persistent,
+                    # so epochs reshuffle), counted alike on every rank (see LoaderEpochs)
+                    iteration = self._iterations.next_ticket() // info.num_workers
+                    seeding.enter_worker((iteration,), seed=self._shard_seed if base is None else base)
                     # one worker too: a worker's state has the same shape at any num_workers
                     with warnings.catch_warnings():  # the class docstring explains the cost
                         warnings.simplefilter("ignore")
                         flow = ShardData(flow, info.num_workers, info.id, equal=False)
-                else:  # independent streams: seed workers apart
-                    seeding.enter_worker((epoch, info.id), seed=base)
+                else:  # independent streams: seed workers apart, by DataLoader's per-iteration seed
+                    seeding.enter_worker(((info.seed - info.id) % 2**32, info.id), seed=base)
             flow.reset_state()
             self._flow = flow
             self._reset_pid = os.getpid()

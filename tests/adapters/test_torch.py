@@ -377,3 +377,24 @@ def test_dataloader_workers_of_a_rank_read_only_their_part(tmp_path: Any) -> Non
     assert len(reads) == 2, "both workers read"
     every = [i for r in reads.values() for i in r]
     assert sorted(every) == sorted(v // 10 for v in expected), "an index was read twice, or one not yielded"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("persistent", [False, True])
+def test_ranks_seeding_torch_apart_still_split_one_order(persistent: bool) -> None:
+    """Two ranks whose scripts seed torch differently (``manual_seed(seed + rank)``), each a
+    DataLoader with 2 workers over its ``.shard()`` of a shuffled, seeded source: every
+    epoch the ranks' parts are disjoint and together the whole data, and epochs differ."""
+    from torch.utils.data import DataLoader
+
+    def rank_loader(rank: int) -> Any:
+        torch.manual_seed(100 + rank)
+        flow = DataFromList(list(range(30)), shuffle=True, seed=6).shard(2, rank, equal=False)
+        return DataLoader(to_torch(flow), batch_size=None, num_workers=2, persistent_workers=persistent,
+                          multiprocessing_context="fork")
+
+    loaders = [rank_loader(rank) for rank in range(2)]
+    epochs = [[int(x) for loader in loaders for x in loader] for _ in range(2)]
+    for epoch in epochs:
+        assert sorted(epoch) == list(range(30)), "the ranks' parts overlap"
+    assert epochs[0] != epochs[1]
