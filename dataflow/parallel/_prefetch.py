@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -12,6 +11,7 @@ from .._checks import check_int, check_timeout
 from .._state_fields import decode_items, encode_items, field
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from . import _messages as msg
+from ._bounded_queue import BoundedQueue
 from ._interrupts import deferred_sigint
 from ._thread_util import END, Pause, get, put, stop_threads
 
@@ -37,7 +37,7 @@ class ThreadPrefetchData(ProxyDataFlow):
         self.timeout = check_timeout(type(self).__name__, timeout)
         self._guard = ReentrancyGuard(type(self).__name__)
         self._pause = Pause()
-        self._run: tuple[threading.Thread, queue.Queue[Any], threading.Event] | None = None
+        self._run: tuple[threading.Thread, BoundedQueue[Any], threading.Event] | None = None
         self._local: deque[Any] = deque()  # read ahead, drained at a checkpoint
 
     def __iter__(self) -> Iterator[Any]:
@@ -56,12 +56,13 @@ class ThreadPrefetchData(ProxyDataFlow):
         ``finally`` stops it: an iterator dropped unstarted (or a Ctrl-C between ``iter()``
         and the first datapoint) leaves no thread behind."""
         stage, local = type(self).__name__, self._local
-        q: queue.Queue[Any] = queue.Queue(self.num_prefetch)
+        q: BoundedQueue[Any] = BoundedQueue(self.num_prefetch)
         stop = threading.Event()
         t = threading.Thread(target=self._produce, args=(itr, q, stop), name="dataflow-prefetch", daemon=True)
         with self._guard:
             try:
-                t.start()
+                with deferred_sigint():  # a Ctrl-C inside Thread.start() leaves its Event broken
+                    t.start()
                 self._run = (t, q, stop)
                 while True:
                     item = local.popleft() if local else get(q, stage, self.timeout, [t])
@@ -87,7 +88,7 @@ class ThreadPrefetchData(ProxyDataFlow):
         finally:
             self.ds.close()
 
-    def _produce(self, itr: Iterator[Any], q: queue.Queue[Any], stop: threading.Event) -> None:
+    def _produce(self, itr: Iterator[Any], q: BoundedQueue[Any], stop: threading.Event) -> None:
         pause = self._pause
         try:
             for dp in itr:

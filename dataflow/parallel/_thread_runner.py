@@ -4,7 +4,6 @@ stage (see :mod:`dataflow.parallel._threads`), which re-exports it."""
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -16,6 +15,7 @@ from .._state import checking_only
 from .._state_fields import decode_items, encode_items, field, int_field
 from ..base import DataFlow, ReentrancyGuard
 from . import _messages as msg
+from ._bounded_queue import BoundedQueue
 from ._interrupts import deferred_sigint
 from ._thread_util import END, Pause, get, put, start_thread, stop_threads
 
@@ -24,7 +24,7 @@ __all__ = ["MultiThreadRunner"]
 
 def _runner_thread(
     get_df: Callable[[], DataFlow[Any]],
-    q: queue.Queue[Any],
+    q: BoundedQueue[Any],
     stop: threading.Event,
     pause: Pause,
     where: str,
@@ -92,7 +92,7 @@ class MultiThreadRunner(DataFlow[Any]):
         """Start the threads, first stopping whatever an earlier start left."""
         self.close()
         self._stop = threading.Event()
-        self._queue: queue.Queue[Any] = queue.Queue(self.num_prefetch)
+        self._queue: BoundedQueue[Any] = BoundedQueue(self.num_prefetch)
         if self._states is None:  # a fresh start; after load_state_dict, its queued ones stay
             self._local = deque()
         states = self._states or [None] * self.num_thread

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ._bounded_queue import BoundedQueue
 from ._interrupts import deferred_sigint
 
 __all__ = ["END", "POLL_S", "Pause", "get", "put", "start_thread", "stop_threads"]
@@ -19,7 +20,7 @@ POLL_S = 0.1
 END = object()  #: ``(END, exception or None, where)`` ends a producer's stream
 
 
-def put(q: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
+def put(q: BoundedQueue[Any], item: Any, stop: threading.Event) -> bool:
     """Put unless ``stop`` is set first; False if stopped."""
     while not stop.is_set():
         try:
@@ -31,7 +32,7 @@ def put(q: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
 
 
 def get(
-    q: queue.Queue[Any] | queue.SimpleQueue[Any],
+    q: BoundedQueue[Any] | queue.SimpleQueue[Any],
     stage: str,
     timeout: float | None,
     threads: list[threading.Thread],
@@ -63,7 +64,7 @@ def start_thread(
         t.start()
 
 
-def stop_threads(threads: list[threading.Thread], stop: threading.Event, q: queue.Queue[Any] | None) -> None:
+def stop_threads(threads: list[threading.Thread], stop: threading.Event, q: BoundedQueue[Any] | None) -> None:
     """Ask threads to stop and join each for at most ~1 s in all (a thread stuck in user code
     cannot be interrupted: it is left as a daemon; one never started is not alive, so it is
     not joined), then empty ``threads``."""
@@ -107,7 +108,7 @@ class Pause:
                 self._waiting -= 1
 
     def hold(
-        self, threads: list[threading.Thread], q: queue.Queue[Any], into: deque[Any], stage: str,
+        self, threads: list[threading.Thread], q: BoundedQueue[Any], into: deque[Any], stage: str,
         timeout: float | None,
     ) -> None:
         self._go.clear()

@@ -222,24 +222,43 @@ def test_prefetch_bad_arguments(kwargs: dict, word: str) -> None:
         ThreadPrefetchData(_src(), **args)
 
 
-@pytest.mark.timeout(120)
-def test_a_ctrl_c_inside_the_consumers_queue_calls_never_strands_a_map_thread() -> None:
-    """A KeyboardInterrupt raised as each of the first 40 functions of the ``queue`` and
-    ``threading`` modules that the consumer calls during a pass returns (where a real Ctrl-C
-    can land: CPython checks for signals on returns from Python functions), then close():
-    the map threads stop. With ``queue.Queue`` one such point is right after its lock was
-    taken in ``Condition.__enter__``: the lock stayed held and the threads waited on it
-    forever."""
+def _thread_map() -> Any:
+    return MultiThreadMapData(u.Range(50), 2, u.double, strict=True, chunk=1)
+
+
+def _thread_runner() -> Any:
+    return MultiThreadRunner(u.make_range_5, 2, 2)
+
+
+def _thread_prefetch() -> Any:
+    return ThreadPrefetchData(u.Range(50), 2)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("build", "threads"),
+    [(_thread_map, "dataflow-map-"), (_thread_runner, "dataflow-runner-"), (_thread_prefetch, "dataflow-prefetch")],
+)
+def test_a_ctrl_c_inside_the_consumers_queue_calls_never_strands_a_thread(build: Any, threads: str) -> None:
+    """A KeyboardInterrupt raised as each of the first 40 functions of the ``queue``,
+    ``threading`` and our queue modules that the consumer calls during a pass returns (where
+    a real Ctrl-C can land: CPython checks for signals on returns from Python functions),
+    then close(): the stage's threads stop. With ``queue.Queue`` one such point is right
+    after its lock was taken in ``Condition.__enter__``: the lock stayed held and the
+    threads (and ``close()``'s drain) waited on it forever."""
     import queue as queue_module
+    import signal
     import sys
 
-    files = {queue_module.__file__, threading.__file__}
+    from dataflow.parallel import _bounded_queue, _thread_util
 
-    def map_threads_alive() -> bool:
-        return any(t.name.startswith("dataflow-map-") and t.is_alive() for t in threading.enumerate())
+    files = {queue_module.__file__, threading.__file__, _bounded_queue.__file__, _thread_util.__file__}
+
+    def stage_threads_alive() -> bool:
+        return any(t.name.startswith(threads) and t.is_alive() for t in threading.enumerate())
 
     for k in range(1, 41):
-        df = MultiThreadMapData(u.Range(50), 2, u.double, strict=True, chunk=1)
+        df = build()
         df.reset_state()
         returns, fired = 0, False
 
@@ -247,7 +266,8 @@ def test_a_ctrl_c_inside_the_consumers_queue_calls_never_strands_a_map_thread() 
             nonlocal returns, fired
             if event == "call":
                 return tracer if frame.f_code.co_filename in files else None
-            if event == "return" and not fired:
+            # where deferred_sigint() holds SIGINT (its handler swapped), no Ctrl-C lands
+            if event == "return" and not fired and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
                 returns += 1
                 if returns == at:
                     fired = True
@@ -262,8 +282,11 @@ def test_a_ctrl_c_inside_the_consumers_queue_calls_never_strands_a_map_thread() 
             pass
         finally:
             sys.settrace(None)
-        df.close()
-        stopped = wait_until(lambda: not map_threads_alive(), 3)
-        assert stopped, f"map threads left running (interrupt at return {k})"
+        closer = threading.Thread(target=df.close, daemon=True)  # close() itself must not hang
+        closer.start()
+        closer.join(5)
+        assert not closer.is_alive(), f"close() hung (interrupt at return {k})"
+        stopped = wait_until(lambda: not stage_threads_alive(), 3)
+        assert stopped, f"threads left running (interrupt at return {k})"
         if not fired:
             break  # a pass has fewer such returns than k: every one was tried
