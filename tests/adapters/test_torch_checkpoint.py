@@ -153,10 +153,10 @@ def test_state_goes_into_a_weights_only_torch_checkpoint(tmp_path: Path) -> None
 
 
 def _rank_loader(ranks: int, rank: int, workers: int) -> Any:
-    """Rank ``rank``'s loader: ``to_torch`` of its shard in a StatefulDataLoader, torch seeded
-    alike on every rank (as a DDP script does, so every rank's workers draw one order)."""
+    """Rank ``rank``'s loader: ``to_torch`` of its shard in a StatefulDataLoader (torch seeded
+    apart on each rank: the workers of every rank still draw one order)."""
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
-    torch.manual_seed(0)
+    torch.manual_seed(10 * ranks + rank)
     flow = D.DataFromList(list(range(90)), shuffle=True, seed=6).shard(ranks, rank).map(lambda x: [x])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -181,7 +181,7 @@ def test_done_when_8_ranks_of_4_loader_workers_resume_on_4_ranks(s3: S3Server, t
         return reader.shard(ranks, rank, equal=True).map(_key)
 
     def loader(ranks: int, rank: int) -> Any:
-        torch.manual_seed(0)  # as a DDP script seeds every rank alike
+        torch.manual_seed(100 * ranks + rank)  # each rank seeds torch its own way: no matter
         return stateful.StatefulDataLoader(to_torch(rank_flow(ranks, rank), convert=False), batch_size=None,
                                            num_workers=4, multiprocessing_context="fork")
 
