@@ -122,9 +122,9 @@ class ShardStorage:
     Remote files are fetched whole (one request; from the resume offset for the first file
     of a resumed epoch) by background threads ahead of the reader, so a store's latency is
     hidden behind the reading of the files before: ``prefetch_shards`` files at once, or
-    with ``"auto"`` two at first and one more each time the reader has to wait for a file
-    (up to :data:`AUTO_MOST_FILES` files and :data:`AUTO_MOST_BYTES` bytes in flight). Each request has
-    ``timeout`` seconds (a dead connection never hangs a reader); transient failures
+    with ``"auto"`` two at first and twice as many each time the reader has to wait for a
+    file (up to :data:`AUTO_MOST_FILES` files and :data:`AUTO_MOST_BYTES` bytes in flight).
+    Each request has ``timeout`` seconds (a dead connection never hangs a reader); transient failures
     (timeouts, dropped connections, HTTP 408/429/5xx, S3 ``SlowDown``) are tried again up to
     ``retries`` times with exponential backoff and jitter, counted in :meth:`io_stats` and
     logged once. A missing object raises :class:`FileNotFoundError`, a denied one
@@ -402,7 +402,7 @@ class ShardStorage:
                     return
                 index, future = pending.popleft()
                 if auto and not future.done() and window < most:
-                    window += 1  # the reader waits for the store: fetch more files at once
+                    window = min(most, 2 * window)  # the reader waits for the store: fetch more at once
                 with future.result() as f:
                     yield index, f
         finally:

@@ -109,6 +109,19 @@ def test_shards_are_fetched_ahead(http_files: HTTPFiles, tmp_path: Path) -> None
     assert took < 8 * 0.25 * 0.9, f"an epoch of 8 shards with 0.25 s latency took {took:.2f} s"
 
 
+@pytest.mark.timeout(60)
+def test_auto_read_ahead_doubles_while_the_reader_waits(http_files: HTTPFiles, tmp_path: Path) -> None:
+    """``prefetch_shards="auto"`` over a slow store: two fetches at first, twice as many each
+    time the reader waits, so more than two (and never more than 16) are in flight at once
+    (the server sees them overlap)."""
+    files, urls = _http_shards(http_files, tmp_path, [2] * 24)
+    flow = D.TFRecordData(urls)
+    flow.reset_state()
+    http_files.latency = 0.2
+    assert [plain(dp) for dp in iter(flow)] == _local(files)
+    assert 4 <= http_files.max_concurrent(".tfrecord") <= 16
+
+
 # -- faults -----------------------------------------------------------------------------------
 
 
