@@ -6,7 +6,8 @@ ranks get equal counts, less at most the rows of ranks the old and new splits dr
 
 - by index: a random-access source, shuffled or not, through a map;
 - by file: TFRecord files on disk (in file order) and in ``memory://`` (shuffled by file
-  and within each file); Parquet row groups.
+  and within each file); Parquet row groups; the new workers split by file, or by position
+  where a new rank has fewer pieces than workers.
 
 A runner's or a by-position worker's state is refused with a message that says why.
 """
@@ -141,7 +142,9 @@ def test_workers_by_file_resume_on_other_ranks_and_workers(
             warnings.simplefilter("ignore")  # too few pieces for the workers: by position
             return rank_flow.shard(workers, worker, equal=False)
 
-    assume(all(build(r, i, w, 0).by_index for r, w in (old, new) for i in range(r)))  # else by position
+    # the old workers split by file (by position they are refused: see below); the new ones
+    # may split by position where the rest has too few pieces
+    assume(all(build(old[0], i, old[1], 0).by_index for i in range(old[0])))
     seen, rest = _run_job(build, old, new, cuts)
     _check(seen, rest, {(k, i) for k, size in enumerate(sizes) for i in range(size)}, equal, (old[0], new[0]))
 
@@ -179,7 +182,9 @@ def test_parquet_workers_resume_on_other_ranks_and_workers(
             warnings.simplefilter("ignore")
             return rank_flow.shard(workers, worker, equal=False)
 
-    assume(all(build(r, i, w, 0).by_index for r, w in (old, new) for i in range(r)))  # else by position
+    # the old workers split by file (by position they are refused: see below); the new ones
+    # may split by position where the rest has too few pieces
+    assume(all(build(old[0], i, old[1], 0).by_index for i in range(old[0])))
     seen, rest = _run_job(build, old, new, cuts)
     _check(seen, rest, set(rows), equal, (old[0], new[0]))
 
@@ -228,3 +233,22 @@ def test_a_process_runner_is_refused_with_the_elastic_way() -> None:
             states.append(runner.state_dict())
     with pytest.raises(StateError, match="process runner.*reshard_loader"):
         reshard(states, 3)
+
+
+@pytest.mark.parametrize("equal", [False, True])
+def test_new_workers_that_split_by_position_resume_the_rest(tmp_path: Path, equal: bool) -> None:
+    """2 ranks x 2 workers by file, resumed on 4 ranks x 3 workers: a new rank has fewer
+    pieces than workers, so its workers split by position (each reads the rank's rest and
+    keeps its part, counted from the merged state's start)."""
+    sizes = [3, 4, 5, 2, 6, 3, 4, 5]
+    glob = _tfrecords(tmp_path, sizes, remote=False)
+
+    def build(ranks: int, rank: int, workers: int, worker: int) -> D.DataFlow[Any]:
+        rank_flow = D.TFRecordData(glob).shard(ranks, rank, equal=equal).map(lambda dp: dp)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return rank_flow.shard(workers, worker, equal=False)
+
+    assert not all(build(4, r, 3, 0).by_index for r in range(4))
+    seen, rest = _run_job(build, (2, 2), (4, 3), [2])
+    _check(seen, rest, {(k, i) for k, n in enumerate(sizes) for i in range(n)}, equal, (2, 4))
