@@ -177,13 +177,14 @@ class ShardData(ProxyDataFlow):
                 f"shard {self.index} of {self.num_shards}; each rank loads its own state, or convert "
                 f"all ranks' states with dataflow.checkpoint.reshard(states, num_shards)"
             )
-        if live and not self.by_index and saved == (None, None):
-            # merged by reshard: the upstream resumes at the rest of the epoch, counted from 0
-            self._resume = (0, [], False)
-        elif live and not self.by_index:
-            first = decode_items(stage, state, "first") if self.spec.pad else []
-            padded = bool(field(stage, state, "padded", bool))
-            self._resume = (int_field(stage, state, "position"), first, padded)
+        if not live or self.by_index:
+            return
+        if saved == (None, None):  # merged by reshard: the upstream resumes at the rest, counted from 0
+            self._resume: tuple[int, list[Any], bool] = (0, [], False)
+            return
+        first = decode_items(stage, state, "first") if self.spec.pad else []
+        padded = bool(field(stage, state, "padded", bool))
+        self._resume = (int_field(stage, state, "position"), first, padded)
 
 
 def shard_key(ds: DataFlow[Any]) -> tuple[int, ...]:
