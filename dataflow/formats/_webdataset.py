@@ -230,7 +230,7 @@ class WebDatasetData(FileReader[dict[str, Any]]):
             return
         self._yielded = 0
         self._work = self._worker_part(work[spec.index :: spec.num_shards])
-        if spec.equal:  # a worker of an equal=True rank reads by position: never here
+        if spec.equal:  # (an equal=True rank's workers split by position: _worker_part kept all)
             limit = self._equal_limit(work, spec)
             left = resume["limit"]
             self._limit = limit if left is None else min(limit, left // spec.num_shards)

@@ -13,7 +13,7 @@ from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard
 from . import _messages as msg
 from ._bounded_queue import BoundedQueue
 from ._interrupts import deferred_sigint
-from ._thread_util import END, Pause, get, put, stop_threads
+from ._thread_util import END, Pause, get, put, start_thread, stop_threads
 
 __all__ = ["ThreadPrefetchData"]
 
@@ -58,14 +58,13 @@ class ThreadPrefetchData(ProxyDataFlow):
         stage, local = type(self).__name__, self._local
         q: BoundedQueue[Any] = BoundedQueue(self.num_prefetch)
         stop = threading.Event()
-        t = threading.Thread(target=self._produce, args=(itr, q, stop), name="dataflow-prefetch", daemon=True)
+        threads: list[threading.Thread] = []
         with self._guard:
             try:
-                with deferred_sigint():  # a Ctrl-C inside Thread.start() leaves its Event broken
-                    t.start()
-                self._run = (t, q, stop)
+                start_thread(threads, self._produce, (itr, q, stop), "dataflow-prefetch")
+                self._run = (threads[0], q, stop)
                 while True:
-                    item = local.popleft() if local else get(q, stage, self.timeout, [t])
+                    item = local.popleft() if local else get(q, stage, self.timeout, threads)
                     if type(item) is tuple and len(item) == 2 and item[0] is END:
                         if item[1] is None:
                             return
@@ -74,7 +73,7 @@ class ThreadPrefetchData(ProxyDataFlow):
             finally:
                 self._run = None
                 self._pause.release()
-                stop_threads([t], stop, q)
+                stop_threads(threads, stop, q)
 
     def close(self) -> None:
         """Stop the reading thread of an epoch still in progress (its iterator may still be
