@@ -20,11 +20,13 @@ the shared-memory pages this process has read, are counted once, in this process
 - the results in flight (``buffer_size`` times the measured bytes per datapoint) take what
   is left, and at most half the shared memory, whose other half is room for the results this
   process still holds and for gaps;
-- the shared memory (``shm_bytes``, when not given) is twice what is left, at least
+- the shared memory (``shm_bytes``, when not given) is what is left, at least
   :data:`MIN_RING_BYTES` and at most half of what ``/dev/shm`` has free (more than the
   automatic size without a budget: a budget with room for a deep buffer gets one). A ring's
-  pages are reserved only as they are written, so its size bounds the pages it can take and
-  the buffer bounds the pages it does take;
+  pages are reserved as they are written and then stay resident until the map stops, and
+  each worker's ring reaches the most *that worker* ever had in flight: with an ordered map
+  a worker runs ahead while another is slow, so the rings together take more than the
+  buffer ever holds at once. The ring's whole size is therefore counted, not the buffer's;
 - the map measures the total (:meth:`usage`) every :data:`CHECK_S` seconds and halves its
   buffer when it is over the budget and higher than when it last did (pages once touched
   stay resident, so a total that stopped growing is not cut again).
@@ -193,10 +195,11 @@ class RamBudget:
             )
 
     def ring(self, workers: int, consumer: int, most: int) -> int:
-        """The shared memory for ``workers`` beside ``consumer`` bytes: twice what is left
-        (the results in flight take at most half), within ``[MIN_RING_BYTES, most]``."""
+        """The shared memory for ``workers`` beside ``consumer`` bytes: what is left (its
+        pages stay resident once written, so all of it counts; the results in flight take at
+        most half), within ``[MIN_RING_BYTES, most]``."""
         left = self.total - consumer - workers * self.worker_bytes
-        return int(max(MIN_RING_BYTES, min(most, 2 * left)))
+        return int(max(MIN_RING_BYTES, min(most, left)))
 
     def results(self, workers: int, consumer: int, ring: int, task_bytes: float) -> float:
         """Bytes the results in flight may take: what the budget leaves once this process and
