@@ -8,6 +8,7 @@ them to one ``ShardStorage``; :doc:`/object_stores` is the user's side. Local pa
 from __future__ import annotations
 
 import errno
+import functools
 import glob as _glob
 import io
 import logging
@@ -350,10 +351,11 @@ class ShardStorage:
             )
         time.sleep(min(8.0, 0.05 * 2**attempt) * (0.5 + random.random()))
 
-    def open(self, index: int, start: int = 0, end: int | None = None) -> IO[bytes]:
+    def open(self, index: int, start: int = 0, end: int | None = None, ahead: bool = False) -> IO[bytes]:
         """File ``index`` as a seekable binary file positioned at byte ``start`` (whose
         ``tell()`` gives positions in the whole file); a remote file is fetched from ``start``
-        to ``end`` (default: its end), a cached or local one is opened whole."""
+        to ``end`` (default: its end), a cached or local one is opened whole. ``ahead``: fetched
+        before its use, kept in the cache until :meth:`_started` (see :class:`ShardCache`)."""
         url = self.urls[index]
         if not _is_url(url):
             f = open(url, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
@@ -361,7 +363,7 @@ class ShardStorage:
                 f.seek(start)
             return f
         if self._cache is not None:
-            cached, hit = self._cache.get(url, self.sizes[index], lambda: self.fetch(index, 0))
+            cached, hit = self._cache.get(url, self.sizes[index], lambda: self.fetch(index, 0), ahead)
             if hit:
                 self._count(cache_hits=1)
             cached.seek(start)
@@ -397,19 +399,33 @@ class ShardStorage:
                     nxt = next(upcoming, None)
                     if nxt is None:
                         break
-                    pending.append((nxt[0], pool.submit(self.open, *nxt)))
+                    pending.append((nxt[0], pool.submit(self.open, *nxt, True)))
                 if not pending:
                     return
                 index, future = pending.popleft()
                 if auto and not future.done() and window < most:
                     window = min(most, 2 * window)  # the reader waits for the store: fetch more at once
                 with future.result() as f:
+                    self._started(index)
                     yield index, f
         finally:
-            for _, future in pending:
-                if not future.cancel():
-                    future.add_done_callback(_close_fetched)
+            for index, future in pending:
+                if not future.cancel():  # fetching or fetched: close it and let it be evicted
+                    future.add_done_callback(functools.partial(self._drop_fetched, index))
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def _started(self, index: int) -> None:
+        """A file fetched ahead is read now: the cache counts it as used (and unpins it)."""
+        if self._cache is not None and _is_url(self.urls[index]):
+            self._cache.used(self.urls[index], self.sizes[index])
+
+    def _drop_fetched(self, index: int, future: Future[IO[bytes]]) -> None:
+        """A file fetched ahead that will not be read (the epoch stopped): closed, unpinned."""
+        if future.cancelled() or future.exception() is not None:
+            return  # nothing opened (a failed fetch unpinned itself)
+        future.result().close()
+        if self._cache is not None and _is_url(self.urls[index]):
+            self._cache.unpin(self.urls[index], self.sizes[index])
 
     def _most_in_flight(self, order: Sequence[int]) -> int:
         """How many files ``prefetch_shards="auto"`` may fetch at once: at most
@@ -483,11 +499,6 @@ class StorageReader:
         """``requests``, ``bytes`` (received), ``retries`` and ``cache_hits`` of this process's
         reads of remote files (all zero for local files)."""
         return self._storage.io_stats()
-
-
-def _close_fetched(future: Future[IO[bytes]]) -> None:
-    if not future.cancelled() and future.exception() is None:
-        future.result().close()
 
 
 def _range_past_end(error: BaseException) -> bool:

@@ -5,6 +5,7 @@ missing or changed objects, timeouts instead of hangs, and the node-local shard 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -292,3 +293,41 @@ def test_cache_limit_evicts_the_least_recently_used(s3: S3Server, bucket: str, t
     assert epoch(D.TFRecordData(urls[:1], **kw)) == expected[:20]  # the first read: evicted
     assert _per_key(s3, bucket) == Counter({f"/{bucket}/{files[0].name}": 1})
     assert _cache_bytes(cache) <= limit
+
+
+def test_a_shard_fetched_ahead_is_not_evicted_before_it_is_read(tmp_path: Path) -> None:
+    """Read-ahead downloads shards out of their reading order; the cache evicts by *use*: a
+    shard fetched early, then passed by later downloads, stays until it has been read, and
+    the shards read last are the ones kept."""
+    from dataflow.formats._shard_cache import ShardCache
+
+    cache = ShardCache(str(tmp_path), limit=2 * 100 + 50)  # room for two shards of 100 bytes
+    downloads: list[str] = []
+
+    def fetch(url: str, pinned: bool) -> None:
+        def download() -> bytes:
+            downloads.append(url)
+            return url.encode().ljust(100, b".")
+
+        cache.get(url, 100, download, pinned)[0].close()
+
+    for url in ("s://0", "s://1", "s://2"):  # read one after another: the oldest go
+        fetch(url, False)
+    fetch("s://5", True)  # the reader's window: 5 arrives first...
+    fetch("s://3", True)
+    fetch("s://4", True)  # ...and without pins, 5 (the oldest download) would go here
+    assert os.path.exists(cache.path_for("s://5", 100))
+    for url in ("s://3", "s://4", "s://5"):
+        cache.used(url, 100)
+    kept = {u for u in (f"s://{i}" for i in range(6)) if os.path.exists(cache.path_for(u, 100))}
+    assert kept == {"s://4", "s://5"}  # the two read last, and the cache within its limit
+    downloads.clear()
+    fetch("s://5", False)
+    assert downloads == []
+    fetch("s://6", True)
+    fetch("s://7", False)
+    fetch("s://8", False)
+    assert os.path.exists(cache.path_for("s://6", 100))  # the oldest, but not read yet
+    cache.unpin("s://6", 100)  # fetched ahead, never read (an epoch cut short): evictable again
+    fetch("s://9", False)
+    assert not os.path.exists(cache.path_for("s://6", 100))
