@@ -1,7 +1,7 @@
 """The command line: ``python -m dataflow bench [--pipeline module:function] [--size N]
 [--warmup N] [--profile] [--no-progress]``, ``python -m dataflow profile [--pipeline
 module:function] [--size N] [--warmup N] [--trace out.json]``, ``python -m dataflow tune
---pipeline module:function [--size N] [--warmup N] [--trace out.json]``, and ``python -m
+--pipeline module:function [--size N] [--warmup N] [--trace out.json] [--ram-budget SIZE]``, and ``python -m
 dataflow --version``.
 
 ``bench`` measures a pipeline's throughput with :class:`~dataflow.tools._speed.TestDataSpeed`
@@ -35,6 +35,16 @@ def _count(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _size(text: str) -> int:
+    """``--ram-budget``: bytes, or a size such as ``4GiB`` or ``512MB``."""
+    from dataflow.parallel._budget import parse_bytes
+
+    try:
+        return parse_bytes("tune", "--ram-budget", text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _version() -> str:
@@ -103,6 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="write a Chrome trace of the best configuration's profile run",
     )
+    cmds["tune"].add_argument(
+        "--ram-budget",
+        metavar="SIZE",
+        type=_size,
+        default=None,
+        help="the memory the pipeline may hold (this process's RSS plus its workers' USS), "
+        "e.g. 4GiB or 512MB: configurations that do not fit are skipped and every process map "
+        "runs within it (default: no budget)",
+    )
     return parser
 
 
@@ -135,7 +154,10 @@ def _tune(args: argparse.Namespace, df: DataFlow[Any]) -> str | None:
     from dataflow.tools._tuning import tune
 
     print(f"tune: {args.pipeline}; {args.size} datapoints per configuration", flush=True)
-    result = tune(lambda: load_pipeline(args.pipeline), size=args.size, warmup=args.warmup, trace=args.trace)
+    result = tune(
+        lambda: load_pipeline(args.pipeline), size=args.size, warmup=args.warmup, trace=args.trace,
+        ram_budget=args.ram_budget,
+    )
     print(result, flush=True)
     return "trace of the best configuration" if result.stages else None
 

@@ -60,3 +60,20 @@ def test_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     assert main(["tune", "--pipeline", "tune_target_mod:make_flow", "--size", "10", "--warmup", "2"]) == 0
     assert "best: num_proc=" in capsys.readouterr().out
     assert main(["tune", "--pipeline", "no_such_module_xyz:f"]) == 2
+
+
+def test_cli_tunes_within_a_ram_budget(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mod = types.ModuleType("tune_budget_mod")
+    mod.make_flow = make_flow  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tune_budget_mod", mod)
+    argv = ["tune", "--pipeline", "tune_budget_mod:make_flow", "--size", "10", "--warmup", "2"]
+    assert main([*argv, "--ram-budget", "64GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "ram_budget: 65,536 MiB" in out and "peak memory (MiB)" in out
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--ram-budget", "lots"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--ram-budget" in err and "'lots'" in err
