@@ -113,7 +113,8 @@ def _nbytes(packed: Packed) -> int:
 
 
 class RayMapData(ParallelMapBase):
-    """Apply ``map_func`` to every datapoint in ``num_actors`` Ray actors.
+    """Apply ``map_func`` to every datapoint in ``num_actors`` Ray actors (see
+    :mod:`dataflow.on_ray._maps`: chunks, buffers, checkpoints, failures).
 
     Args:
         ds: the upstream, read (and reset) in this process.
@@ -123,7 +124,7 @@ class RayMapData(ParallelMapBase):
             (cloudpickle), so closures and lambdas work.
         buffer_size: datapoints in flight (bounds memory and the reorder buffer); ``"auto"``
             (default): :data:`CALLS_PER_ACTOR` chunks per actor, within :data:`BUFFER_BYTES`
-            of inputs and results (see the module docstring).
+            of inputs and results (see :mod:`dataflow.on_ray._maps`).
         strict: one exact pass per ``__iter__``; default ``False`` as for
             :class:`~dataflow.MultiProcessMapDataZMQ`: the upstream repeats and each epoch
             yields ``len(ds)`` results.
@@ -132,7 +133,7 @@ class RayMapData(ParallelMapBase):
             seeds the actors apart (actor *i* gets child *i*).
         timeout: seconds without any result before ``TimeoutError`` (``None``: no limit).
         chunk: datapoints per actor call; ``"auto"`` (default) sizes it from the map time
-            the actors measure (see the module docstring). Chunk sizes change neither the
+            the actors measure (see :mod:`dataflow.on_ray._maps`). Chunk sizes change neither the
             results, their order, nor the checkpoints.
         ray_remote_args: Ray actor options (``num_cpus``, ``num_gpus``, ``resources``,
             ``scheduling_strategy``, ``runtime_env``, ...) to place the actors.

@@ -52,8 +52,8 @@ __all__ = ["RayRunner"]
 
 
 class RayRunner(DataFlow[Any]):
-    """Run ``num_workers`` copies of a flow on Ray workers and merge them (see the module
-    docstring).
+    """Run ``num_workers`` copies of a flow on Ray workers and merge them (see
+    :mod:`dataflow.on_ray._runner`: order, checkpoints, failures).
 
     Args:
         flow: a DataFlow (pickled to the workers) or a zero-argument function that builds

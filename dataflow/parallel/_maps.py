@@ -151,7 +151,7 @@ class MultiProcessMapDataZMQ(ParallelMapBase):
             sends one datapoint per task: more would only queue behind a worker the OS
             pauses), and fewer for large results (as many as half the shared memory holds,
             at the measured bytes per datapoint); at least 2 tasks per worker.
-        strict: one exact pass per ``__iter__`` (see the module docstring); default ``False``
+        strict: one exact pass per ``__iter__`` (see :mod:`dataflow.parallel._map_base`); default ``False``
             as in tensorpack: the upstream repeats and each epoch yields ``len(ds)`` results.
         ordered: yield results in input order (default ``False``: as they complete).
         item_rng: call ``map_func(dp, rng)`` with a generator seeded from ``(seed, epoch,

@@ -62,7 +62,7 @@ from ._worker import runner_worker
 __all__ = ["MultiProcessRunner", "MultiProcessRunnerZMQ"]
 
 class MultiProcessRunnerZMQ(ProxyDataFlow):
-    """Run ``num_proc`` copies of ``ds`` in worker processes (see the module docstring).
+    """Run ``num_proc`` copies of ``ds`` in worker processes (see :mod:`dataflow.parallel._runners`).
 
     Args:
         ds: the flow to run; it is reset in each worker, never in this process.
@@ -77,8 +77,8 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             (``None``: 256 MiB, capped to half of the free ``/dev/shm``; ``0``: off). See
             ``docs/zero_copy.rst`` for the lifetime contract.
         copy: ``True`` gives owned arrays instead of views of shared memory.
-        shard: split ``ds`` among the workers, each datapoint once per epoch (see the
-            module docstring); ``False``: every worker runs all of ``ds``.
+        shard: split ``ds`` among the workers, each datapoint once per epoch (see
+            :mod:`dataflow.parallel._runners`); ``False``: every worker runs all of ``ds``.
 
     An exception in a worker is raised here as the same exception type, with the worker's
     traceback as its cause; a worker that dies raises :class:`~dataflow._errors.WorkerDied`.

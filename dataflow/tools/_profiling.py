@@ -132,7 +132,7 @@ def profile(
     reset: bool = True,
     trace: str | os.PathLike[str] | None = None,
 ) -> ProfileResult:
-    """Time each stage of the in-process chain ending at ``df``; see the module docstring.
+    """Time each stage of the in-process chain ending at ``df``; see :mod:`dataflow.tools._profiling`.
 
     Args:
         df: the top of the chain.

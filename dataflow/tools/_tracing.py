@@ -114,7 +114,7 @@ def trace(
     path: PathLike | None, df: DataFlow[Any] | None = None, *, max_events: int = 1_000_000
 ) -> Iterator[TraceSession]:
     """Record a Chrome trace of what runs inside the block; written to ``path`` (if not
-    ``None``) when the block ends, also when it raises. See the module docstring.
+    ``None``) when the block ends, also when it raises. See :mod:`dataflow.tools._tracing`.
 
     Args:
         path: the JSON file to write.

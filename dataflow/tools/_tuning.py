@@ -150,11 +150,11 @@ def tune(
     make_flow: Callable[[], DataFlow[Any]], size: int = 2000, warmup: int = 100,
     trace: str | os.PathLike[str] | None = None, *, ram_budget: int | str | None = None,
 ) -> TuneResult:
-    """Try the configurations of the module docstring on ``make_flow()``; see
+    """Try the configurations listed in :mod:`dataflow.tools._tuning` on ``make_flow()``; see
     :class:`TuneResult`. ``make_flow`` is called once per configuration (and once more for
     the profile): it must build a fresh pipeline each time. ``trace``: write a Chrome trace
     of the best configuration's profile run to this file (see :mod:`dataflow.tools._tracing`).
-    ``ram_budget``: the memory the pipeline may hold (see the module docstring); a budget
+    ``ram_budget``: the memory the pipeline may hold (see :mod:`dataflow.tools._tuning`); a budget
     too small for even the first candidate (one worker) is the process map's ``ValueError``."""
     size = check_int("tune", "size", size, 1)
     warmup = check_int("tune", "warmup", warmup, 0)
