@@ -393,6 +393,7 @@ class ParallelMapBase(ProxyDataFlow):
             return False  # an abandoned pass's result or error: dropped
         seq = task_id[1] if task_id is not None else -1
         if kind == msg.ERROR:
+            self._ledger.pop(seq, None)  # delivered as its error: a checkpoint must not run it again
             self._pass_over(seq)
             raise msg.error_for(type(self).__name__, payload)
         pending = self._pending
