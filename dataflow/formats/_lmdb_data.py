@@ -177,16 +177,16 @@ class LMDBData(IndexedSource[Any]):
         ``positions`` (so the position is always the number of entries yielded)."""
         with env.begin(buffers=self._buffers) as txn:
             cur = txn.cursor()
-            if start:
-                if self._count is None and start >= len(self._key_list()):
-                    return
-                key = data_key(start) if self._count is not None else self._key_list()[start]
-                if not cur.set_range(key):
-                    return
-            elif not cur.first():
+            if start and self._count is None and start >= len(self._key_list()):
                 return
-            entries = (kv for kv in cur.iternext() if kv[0] not in _META_KEYS)
             try:
+                if start:  # the cursor walks the tree: a damaged page raises here too
+                    key = data_key(start) if self._count is not None else self._key_list()[start]
+                    if not cur.set_range(key):
+                        return
+                elif not cur.first():
+                    return
+                entries = (kv for kv in cur.iternext() if kv[0] not in _META_KEYS)
                 for _, (k, v) in zip(positions, entries):
                     yield self._entry(k, v)
             except self._lmdb_error as e:

@@ -61,10 +61,10 @@ class SerializedLMDB(LMDBData):
         loads, CodecError = codec.loads, codec.CodecError
         with env.begin(buffers=True) as txn:
             cur = txn.cursor()
-            if not cur.set_range(data_key(start)):
-                return
-            values = map(itemgetter(1), zip(positions, cur.iternext(keys=False, values=True)))
             try:
+                if not cur.set_range(data_key(start)):  # walks the tree: a damaged page raises here too
+                    return
+                values = map(itemgetter(1), zip(positions, cur.iternext(keys=False, values=True)))
                 yield from map(loads, values)
             except CodecError as e:
                 raise self._undecodable(bytes(cur.key()), e) from e
