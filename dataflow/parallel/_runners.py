@@ -102,7 +102,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         super().__init__(ds)
         stage = type(self).__name__
         self.num_proc = check_int(stage, "num_proc", num_proc)
-        self.sharded = self._shard = bool(shard)  # _shard: what repr shows
+        self._shard = bool(shard)  # not self.shard: that is the fluent .shard() (repr reads _shard)
         # shard mode: one seed for all workers, drawn at the first start when none is given
         self._part_seed: int | None = None
         self._ended: set[int] = set()  # shard mode: workers whose part of this epoch has arrived
@@ -135,7 +135,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             self._ended, self._held = set(), [[] for _ in range(self.num_proc)]
         seed = self.options.worker_seed()
         flows: list[DataFlow[Any]] = [self.ds] * self.num_proc
-        if self.sharded:
+        if self._shard:
             part_seed = seed
             if part_seed is None:
                 if self._part_seed is None:
@@ -162,7 +162,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         late = self._late
         if late is not None and worker in late and kind in (msg.GROUP, msg.DATA):
             late[worker].append((kind, obj))  # sent after its state: not part of the snapshot
-        elif self.sharded and kind in (msg.GROUP, msg.DATA):
+        elif self._shard and kind in (msg.GROUP, msg.DATA):
             self._take_part(worker, obj if kind == msg.GROUP else [obj])
         elif kind == msg.GROUP:
             self._buffer.extend(obj)
@@ -215,7 +215,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         if pool is None:
             raise self._not_running()
         delivered = self.__dict__.pop("_resume", None)
-        if self.sharded and delivered is None and len(self._ended) == self.num_proc and not self._buffer:
+        if self._shard and delivered is None and len(self._ended) == self.num_proc and not self._buffer:
             self._next_epoch()
         yielded = self._received - len(self._buffer)
         self._epoch_start = yielded - (delivered or 0)
@@ -224,14 +224,14 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
     def _epoch(self, pool: ProcessPool, n: int) -> Iterator[Any]:
         with self._guard:
             try:
-                size: int | None = None if self.sharded else len(self.ds)
+                size: int | None = None if self._shard else len(self.ds)
             except (TypeError, NotImplementedError):
                 size = None
             buffer = self._buffer
             try:
                 while size is None or n < size:
                     while not buffer:
-                        if self.sharded and len(self._ended) == self.num_proc:
+                        if self._shard and len(self._ended) == self.num_proc:
                             return  # every worker's part of the epoch is yielded
                         if self._pool is not pool:  # stopped meanwhile (close(), reset_state(),
                             raise self._not_running(restarted=self._pool is not None)  # state_dict())
@@ -309,7 +309,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         late, self._late = self._late, None
         for worker, messages in (late or {}).items():
             for kind, obj in messages:
-                if self.sharded:
+                if self._shard:
                     self._take_part(worker, obj if kind == msg.GROUP else [obj])
                 elif kind == msg.GROUP:
                     self._buffer.extend(obj)
@@ -341,7 +341,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
                 "buffer": encode_items(stage, buffered, what) if buffered else None,
                 "delivered": yielded - self._epoch_start if live else 0,
             }
-            if self.sharded:
+            if self._shard:
                 held = [_segments(stage, h) for h in self._held]
                 state.update(shard=True, ended=sorted(self._ended), held=held)
         finally:
@@ -352,10 +352,10 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         stage = type(self).__name__
         num = int_field(stage, state, "num_proc", 1)
         sharded = bool(state.get("shard", False))
-        if sharded != self.sharded:
+        if sharded != self._shard:
             raise StateError(
                 f"{stage}: the state was saved by a runner with shard={sharded}, this runner has "
-                f"shard={self.sharded}; resume with the same shard= and num_proc"
+                f"shard={self._shard}; resume with the same shard= and num_proc"
             )
         if num != self.num_proc:
             raise StateError(
