@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from typing import IO, Any
@@ -44,6 +45,7 @@ class ShardCache:
         os.makedirs(self.directory, exist_ok=True)
         self._pinned: dict[str, int] = {}  # path -> fetches ahead not used yet (this process)
         self._lock = threading.Lock()
+        self._last_use_ns = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": self.directory, "limit": self.limit}  # pins stay in their process
@@ -71,7 +73,7 @@ class ShardCache:
             fcntl.flock(fd, fcntl.LOCK_EX)
             with suppress(FileNotFoundError):  # not there, or evicted by another process
                 f = open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
-                os.utime(path)
+                self._touch(path)
                 return f, True
             try:
                 data = download()
@@ -84,6 +86,7 @@ class ShardCache:
                 with open(tmp, "wb") as f:
                     f.write(data)
                 os.replace(tmp, path)
+                self._touch(path)
                 f = open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
             except BaseException:
                 with suppress(OSError):
@@ -112,8 +115,16 @@ class ShardCache:
         self.unpin(url, size)
         path = self.path_for(url, size)
         with suppress(FileNotFoundError):  # removed by another process: its reader has it open
-            os.utime(path)
+            self._touch(path)
         self._evict(keep=path)
+
+    def _touch(self, path: str) -> None:
+        """Mark ``path`` used now, in nanoseconds and later than this process's last mark: the
+        file system's own clock ticks every few milliseconds, and ties would evict in name
+        order."""
+        with self._lock:
+            now = self._last_use_ns = max(time.time_ns(), self._last_use_ns + 1)
+        os.utime(path, ns=(now, now))
 
     def _evict(self, keep: str) -> None:
         if self.limit is None:
@@ -126,7 +137,7 @@ class ShardCache:
                 if entry.name.endswith(".shard"):
                     with suppress(FileNotFoundError):
                         st = entry.stat()
-                        entries.append((st.st_mtime, st.st_size, entry.path))
+                        entries.append((st.st_mtime_ns, st.st_size, entry.path))
         total = sum(size for _, size, _ in entries)
         for _, size, path in sorted(entries):
             if total <= self.limit:
