@@ -147,6 +147,12 @@ class FileReader(StorageReader, DataFlow[T]):
         stage = type(self).__name__
         check_file_count(stage, state, len(self.paths))
         self.__dict__.pop("_resume_at", None)
+        if ("seed" in state) != bool(self._shuffle_work):  # the position counts in that order
+            raise StateError(
+                f"{stage}: the state was saved by a reader with shuffle={'seed' in state}, this one "
+                f"has shuffle={bool(self._shuffle_work)}: its position would be read in another "
+                f"order (datapoints lost and repeated); resume with the same shuffle="
+            )
         if self._shuffle_work:
             seed = state.get("seed")
             if not isinstance(seed, str) or not seed.isdigit():

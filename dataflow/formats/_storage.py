@@ -300,7 +300,7 @@ class ShardStorage:
         request, retried as the class says)."""
         url = self.urls[index]
         if not _is_url(url):
-            with open(url, "rb") as f:
+            with self.open_local(url) as f:
                 f.seek(start)
                 return f.read() if end is None else f.read(max(0, end - start))
         size = self.sizes[index]
@@ -358,7 +358,7 @@ class ShardStorage:
         before its use, kept in the cache until :meth:`_started` (see :class:`ShardCache`)."""
         url = self.urls[index]
         if not _is_url(url):
-            f = open(url, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
+            f = self.open_local(url)
             if start:
                 f.seek(start)
             return f
@@ -369,6 +369,16 @@ class ShardStorage:
             cached.seek(start)
             return cached
         return _Window(self.fetch(index, start, end), start)
+
+    def open_local(self, path: str) -> IO[bytes]:
+        """Local file ``path``, opened for reading; a missing file or a directory is the same
+        ``OSError`` subclass with a message naming the stage and the path."""
+        try:
+            return open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.stage}: no such file: {path!r}") from None
+        except IsADirectoryError:
+            raise IsADirectoryError(f"{self.stage}: {path!r} is a directory, not a file") from None
 
     def iterate(
         self,

@@ -156,7 +156,7 @@ class WebDatasetData(FileReader[dict[str, Any]]):
     def _count(self, i: int) -> int:
         stage, count, key = type(self).__name__, 0, None
         try:
-            f = open(self.paths[i], "rb")  # noqa: SIM115 - closed below
+            f = self._storage.open_local(self.paths[i])
         except OSError:
             if self.handler == "raise":
                 raise

@@ -160,7 +160,10 @@ class ShardData(ProxyDataFlow):
             yield held if held is not None else first[(seen - seen % n + i) % seen]
 
     def _get_state(self, live: bool) -> dict[str, Any]:
-        state: dict[str, Any] = {"num_shards": self.num_shards, "index": self.index}
+        state: dict[str, Any] = {
+            "num_shards": self.num_shards, "index": self.index,
+            "equal": self.spec.equal, "pad": self.spec.pad,
+        }  # fmt: skip
         if live and not self.by_index:
             first = None
             if self.spec.pad:
@@ -176,6 +179,13 @@ class ShardData(ProxyDataFlow):
                 f"{stage}: the state was saved by shard {saved[1]} of {saved[0]} but this pipeline is "
                 f"shard {self.index} of {self.num_shards}; each rank loads its own state, or convert "
                 f"all ranks' states with dataflow.checkpoint.reshard(states, num_shards)"
+            )
+        mode = state.get("equal", self.spec.equal), state.get("pad", self.spec.pad)
+        if mode != (self.spec.equal, self.spec.pad):  # another split: the position means other datapoints
+            raise StateError(
+                f"{stage}: the state was saved by a shard with equal={mode[0]}, pad={mode[1]} but "
+                f"this one has equal={self.spec.equal}, pad={self.spec.pad}; resume with the same "
+                f".shard() arguments"
             )
         if not live or self.by_index:
             return

@@ -439,6 +439,21 @@ def test_a_corrupted_state_is_refused(tmp_path: Path) -> None:
         list(fresh)
 
 
+@pytest.mark.parametrize("saved_shuffled", [True, False])
+def test_a_state_of_the_other_shuffle_setting_is_refused(tmp_path: Path, saved_shuffled: bool) -> None:
+    """The position counts row groups in the saved order: read in the other order it would
+    lose some rows and repeat others."""
+    local, _ = _write(tmp_path, [[3, 3], [3, 3]])
+    saved = D.ParquetData(local, shuffle=saved_shuffled, seed=1)
+    saved.reset_state()
+    it = iter(saved)
+    next(it)
+    state = saved.state_dict()
+    other = D.ParquetData(local, shuffle=not saved_shuffled, seed=1)
+    with pytest.raises(D.StateError, match=f"saved by a reader with shuffle={saved_shuffled}, this one has "):
+        other.load_state_dict(state)
+
+
 # --- to_arrow ------------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 import warnings
 from collections.abc import Iterator
@@ -242,6 +243,20 @@ def test_bad_arguments(tmp_path: Path) -> None:
         D.WebDatasetData(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="seed"):
         D.WebDatasetData(paths, seed=-1)
+
+
+def test_a_missing_shard_or_a_directory_names_the_stage_and_the_path(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.tar")
+    for path, kind, message in (
+        (missing, FileNotFoundError, f"WebDatasetData: no such file: {missing!r}"),
+        (str(tmp_path), IsADirectoryError, f"WebDatasetData: {str(tmp_path)!r} is a directory"),
+    ):
+        with pytest.raises(kind, match=re.escape(message)):
+            len(D.WebDatasetData(path))
+        flow = D.WebDatasetData(path)
+        flow.reset_state()
+        with pytest.raises(kind, match=re.escape(message)):
+            list(flow)
 
 
 # --- writer ---------------------------------------------------------------------------------------

@@ -247,6 +247,21 @@ def test_a_worker_state_loads_into_the_same_rank_and_worker_only() -> None:
         other.load_state_dict(state)
 
 
+@pytest.mark.filterwarnings("ignore:.*sharding by position")
+@pytest.mark.parametrize("other", [{"equal": False}, {"equal": True, "pad": True}])
+def test_a_state_of_another_split_mode_is_refused(other: dict[str, bool]) -> None:
+    """equal=True and equal=False (or pad) give a rank other datapoints: a position saved under
+    one would stop early or read past its part under the other."""
+    flow = D.DataFromList([[i] for i in range(41)], shuffle=True, seed=2).batch(2).shard(2, 1, equal=True)
+    flow.reset_state()
+    it = iter(flow)
+    next(it)
+    state = flow.state_dict()
+    again = D.DataFromList([[i] for i in range(41)], shuffle=True, seed=2).batch(2).shard(2, 1, **other)
+    with pytest.raises(StateError, match="saved by a shard with equal=True, pad=False"):
+        again.load_state_dict(state)
+
+
 def _text_files(tmp: Path) -> D.DataFlow[Any]:
     for k in range(7):
         (tmp / f"t-{k}.txt").write_text("".join(f"{k}:{i}\n" for i in range(k + 2)))
