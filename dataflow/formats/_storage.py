@@ -254,12 +254,23 @@ class ShardStorage:
             raise OSError(f"{self.stage}: cannot list {redact(pattern)}: {type(e).__name__}") from e
         files = sorted((p, info) for p, info in found.items() if info.get("type", "file") != "directory")
         if not files:
+            files = self._literal(fs, path)  # an object named like a glob (``part[1].tar``)
+        if not files:
             raise FileNotFoundError(f"{self.stage}: no object matches {redact(pattern)}")
         out = []
         for p, info in files:
             size = info.get("size")
             out.append((fs.unstrip_protocol(p), int(size) if isinstance(size, int) else None))
         return out
+
+    def _literal(self, fs: Any, path: str) -> list[tuple[str, dict[str, Any]]]:
+        """``[(path, info)]`` if an object is named exactly ``path``, else ``[]`` (one request)."""
+        self._count(requests=1)
+        try:
+            info = fs.info(path)
+        except Exception:  # noqa: BLE001 - not there (or not listable): the glob's error stands
+            return []
+        return [] if info.get("type", "file") == "directory" else [(path, info)]
 
     def _fs(self, url: str) -> tuple[Any, str]:
         """The filesystem of ``url`` (one per protocol and process) and the path in it."""

@@ -65,3 +65,19 @@ def test_a_local_file_named_like_a_glob_is_read_as_it_is(tmp_path: Path) -> None
     flow = D.TextLineData(str(path))
     flow.reset_state()
     assert list(flow) == [["a"], ["b"]]
+
+
+def test_an_object_named_like_a_glob_is_read_as_it_is() -> None:
+    """The glob ``part[1].txt`` matches ``part1.txt``, not itself: where it matches nothing,
+    the object of that exact name is read; where nothing has that name either, the error
+    names the pattern."""
+    fs = fsspec.filesystem("memory")
+    fs.pipe("memory://glob-named/part[1].txt", b"a\nb\n")
+    try:
+        flow = D.TextLineData("memory://glob-named/part[1].txt")
+        flow.reset_state()
+        assert list(flow) == [["a"], ["b"]]
+        with pytest.raises(FileNotFoundError, match=r"TextLineData: no object matches memory://glob-named/part\[2\]"):
+            D.TextLineData("memory://glob-named/part[2].txt")
+    finally:
+        fs.rm("memory://glob-named", recursive=True)
