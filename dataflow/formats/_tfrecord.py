@@ -168,6 +168,8 @@ class TFRecordData(FileReader[Any]):
             path = self.paths[i]
             if storage.remote:
                 raw = storage.fetch_sibling(i, INDEX_SUFFIX)
+                if raw is None:
+                    storage.size(i)  # no index: is the file itself there? (FileNotFoundError if not)
                 offsets = None if raw is None else parse_index(stage, redact(path), raw, storage.sizes[i])
             elif not os.path.isfile(path):
                 raise FileNotFoundError(f"{stage}: no such file: {path!r}")

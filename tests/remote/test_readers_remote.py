@@ -186,6 +186,19 @@ def test_a_glob_matching_nothing_names_it(store: Store) -> None:
     assert pattern in str(info.value)
 
 
+@pytest.mark.timeout(60)
+def test_a_missing_object_is_named_as_missing_not_as_lacking_an_index(store: Store) -> None:
+    """Without an index beside it, a shard's count is unknown; without the shard itself, the
+    error says so (it said to write an index, or that the length was unknown)."""
+    url = store.url("no-such-shard.tfrecord")
+    with pytest.raises(FileNotFoundError, match=r"TFRecordData: no such object: .*no-such-shard\.tfrecord"):
+        len(D.TFRecordData(url, storage_options=store.options))
+    flow = D.TFRecordData(url, storage_options=store.options).shard(2, 0)  # equal=True counts records
+    with pytest.raises(FileNotFoundError, match=r"no such object"):
+        flow.reset_state()
+        list(flow)
+
+
 # -- credentials ------------------------------------------------------------------------------
 
 
