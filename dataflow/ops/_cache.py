@@ -56,6 +56,11 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
         rebuild = self.__dict__.pop("_rebuild", None)
         if rebuild is not None:
             self._cache = self._read_pass(rebuild)
+        if self.__dict__.pop("_resume_ended", False):  # resumed after the first pass's end:
+            ended: Any = iter(range(len(self._cache or ())))  # an epoch at its end, whose
+            ended.__setstate__(len(self._cache or ()))  # position saves as the end (and no
+            self._replay = ended  # permutation: that pass drew none)
+            return iter(())
         cache = self._cache
         if cache is None:
             self._epoch_rng = None
@@ -104,6 +109,8 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
             raise self._source
         cached = self._cache is not None or "_rebuild" in self.__dict__
         state: dict[str, Any] = {"cached": cached, "source": self._source, "rng": self._save_rng()}
+        if live and cached and self._replay is None:
+            state["first_pass_ended"] = True  # a downstream epoch goes on after it: resume at its end
         if live and cached and self._replay is not None:
             state["position"] = position(self._replay, len(self._cache or ()))
             epoch_rng = self.__dict__.get("_epoch_rng")
@@ -114,14 +121,16 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
         stage = type(self).__name__
         cached = field(stage, state, "cached", bool)
         source = field(stage, state, "source", (dict, type(None)))
-        for key in ("_resume", "_rebuild", "_partial"):
+        for key in ("_resume", "_rebuild", "_partial", "_resume_ended"):
             self.__dict__.pop(key, None)
         self._cache, self._source, self._replay = None, source, None
         if cached:
             if source is None:
                 raise StateError(f"{stage}: the state says the cache was full but holds no source state")
             self._rebuild = source
-            if live and "position" in state:
+            if live and state.get("first_pass_ended") is True:
+                self._resume_ended = True
+            elif live and "position" in state:
                 self._resume = int(field(stage, state, "position", int))
                 self._load_rng(field(stage, state, "epoch_rng", (dict, type(None))) or state["rng"])
                 return

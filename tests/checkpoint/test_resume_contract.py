@@ -61,6 +61,10 @@ BUILDERS: dict[str, Callable[[], D.DataFlow]] = {
     "shuffle buffer with reuse": lambda: D.LocallyShuffleData(_list(12), 5, num_reuse=2, seed=2),
     "cache": lambda: _list(8).map(lambda dp: [dp[0] + 1]).cache(),
     "cache shuffled": lambda: _list(8).cache(shuffle=True, seed=6),
+    # below a stage that yields after its upstream ended (a remainder, a shuffle buffer's drain):
+    # a cut in that tail resumes the upstream at its epoch's end, not at a fresh epoch
+    "cache below a batch with remainder": lambda: _list(5).cache().batch(2, remainder=True),
+    "FixedSizeData below a shuffle buffer": lambda: D.FixedSizeData(_list(5), 7).shuffle(3, seed=1),
     "ConcatData": lambda: D.ConcatData([_list(4), _list(5, shuffle=True)]),
     "JoinData": lambda: D.JoinData([_list(6), _list(6, shuffle=True, seed=8)]),
     "RandomChooseData": lambda: D.RandomChooseData([_list(6), _list(6, shuffle=True)], seed=5).take(10),
