@@ -107,6 +107,7 @@ class WeightedMixData(DataFlow[Any]):
         self._done = [False] * len(self.flows)  # exhausted this epoch ("all")
         self._started = [False] * len(self.flows)  # has an iterator in progress
         self._counts: list[int] = [0] * len(self.flows)  # up to the current block's start
+        self._block_from = 0  # the current block's first position drawn by this run
 
     # -- weights ------------------------------------------------------------------------------
     def set_weights(self, weights: Sequence[float]) -> None:
@@ -225,7 +226,9 @@ class WeightedMixData(DataFlow[Any]):
         cur = self.__dict__.get("_block_it")
         if cur is None:
             return list(self._counts)
-        drawn = np.bincount(self._drawn[: position(cur, _BLOCK)], minlength=len(self.flows))
+        # from the block's first position this epoch run drew (a resumed block's earlier
+        # draws are in the loaded counts already)
+        drawn = np.bincount(self._drawn[self._block_from : position(cur, _BLOCK)], minlength=len(self.flows))
         return [int(a + b) for a, b in zip(self._counts, drawn)]
 
     def _mixed(self, itrs: list[Iterator[Any] | None], base: seeding.ItemSeed, epoch: int) -> Iterator[Any]:
@@ -241,7 +244,7 @@ class WeightedMixData(DataFlow[Any]):
                 if not self._redraw(0):  # "all": every flow with a weight is exhausted
                     return
                 cur = iter(choices)
-                self._block, self._block_it = block, cur
+                self._block, self._block_it, self._block_from = block, cur, i
                 if i:
                     cur.__setstate__(i)  # type: ignore[attr-defined]
                 for k in cur:
