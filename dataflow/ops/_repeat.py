@@ -150,35 +150,35 @@ class FixedSizeData(ProxyDataFlow):
 
     def __iter__(self) -> Iterator[Any]:
         self._counter = counter = _counter(self._size, self.__dict__.pop("_resume", 0))
-        return self._fixed(counter)
+        itr = self._itr if self._itr is not None else iter(self.ds)
+        self._itr = None
+        if position(counter, self._size) == self._size:  # resumed at the end of its epoch:
+            self._end_epoch(itr)  # ended now, not when (or if) the downstream pulls, so the
+            return iter(())  # kept upstream iterator is there for the next epoch
+        return self._fixed(counter, itr)
 
-    def _fixed(self, counter: Iterator[int]) -> Iterator[Any]:
+    def _end_epoch(self, itr: Iterator[Any]) -> None:
+        if self._keep:
+            self._itr = itr
+        else:
+            close_iterator(itr)
+
+    def _fixed(self, counter: Iterator[int], itr: Iterator[Any]) -> Iterator[Any]:
         with self._guard:
-            # the upstream is taken up when the epoch runs, not when it is asked for: an epoch
-            # never run (a resumed one already complete, which a downstream drains without
-            # pulling) must leave the kept iterator, or the upstream's loaded state, for the next
-            itr, self._itr = (self._itr if self._itr is not None else iter(self.ds)), None
-            self._reading = True  # the upstream's epoch is under way (see _upstreams_live)
-            try:
-                for _ in counter:
+            for _ in counter:
+                try:
+                    dp = next(itr)
+                except StopIteration:
+                    itr = iter(self.ds)
                     try:
                         dp = next(itr)
                     except StopIteration:
-                        itr = iter(self.ds)
-                        try:
-                            dp = next(itr)
-                        except StopIteration:
-                            raise _empty_epoch(type(self).__name__, self.ds) from None
-                    yield dp
-            finally:
-                self._reading = False
-            if self._keep:
-                self._itr = itr
-            else:
-                close_iterator(itr)
+                        raise _empty_epoch(type(self).__name__, self.ds) from None
+                yield dp
+            self._end_epoch(itr)
 
     def _upstreams_live(self, live: bool) -> list[bool]:
-        return [(live and self.__dict__.get("_reading", False)) or self._itr is not None]
+        return [live or self._itr is not None]
 
     def _get_state(self, live: bool) -> dict[str, Any]:
         counter = self.__dict__.get("_counter")

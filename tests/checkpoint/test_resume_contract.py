@@ -65,6 +65,9 @@ BUILDERS: dict[str, Callable[[], D.DataFlow]] = {
     # a cut in that tail resumes the upstream at its epoch's end, not at a fresh epoch
     "cache below a batch with remainder": lambda: _list(5).cache().batch(2, remainder=True),
     "FixedSizeData below a shuffle buffer": lambda: D.FixedSizeData(_list(5), 7).shuffle(3, seed=1),
+    "FixedSizeData of FixedSizeData, no state kept": lambda: D.FixedSizeData(
+        D.FixedSizeData(_list(2), 2, keep_state=False), 3, keep_state=False
+    ),
     "ConcatData": lambda: D.ConcatData([_list(4), _list(5, shuffle=True)]),
     "JoinData": lambda: D.JoinData([_list(6), _list(6, shuffle=True, seed=8)]),
     "RandomChooseData": lambda: D.RandomChooseData([_list(6), _list(6, shuffle=True)], seed=5).take(10),
