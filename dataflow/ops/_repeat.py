@@ -152,9 +152,9 @@ class FixedSizeData(ProxyDataFlow):
         self._counter = counter = _counter(self._size, self.__dict__.pop("_resume", 0))
         itr = self._itr if self._itr is not None else iter(self.ds)
         self._itr = None
-        if position(counter, self._size) == self._size:  # resumed at the end of its epoch:
-            self._end_epoch(itr)  # ended now, not when (or if) the downstream pulls, so the
-            return iter(())  # kept upstream iterator is there for the next epoch
+        if position(counter, self._size) == self._size:  # resumed at the end of its epoch
+            self._end_epoch(itr)
+            return iter(())
         return self._fixed(counter, itr)
 
     def _end_epoch(self, itr: Iterator[Any]) -> None:
@@ -164,8 +164,12 @@ class FixedSizeData(ProxyDataFlow):
             close_iterator(itr)
 
     def _fixed(self, counter: Iterator[int], itr: Iterator[Any]) -> Iterator[Any]:
+        """The epoch ends as its last datapoint is taken, before it is yielded: whether the
+        downstream then asks for more (and gets ``StopIteration``) or stops there, the kept
+        upstream iterator is the same, as it is for an epoch resumed at its end."""
+        last = self._size - 1
         with self._guard:
-            for _ in counter:
+            for k in counter:
                 try:
                     dp = next(itr)
                 except StopIteration:
@@ -174,8 +178,9 @@ class FixedSizeData(ProxyDataFlow):
                         dp = next(itr)
                     except StopIteration:
                         raise _empty_epoch(type(self).__name__, self.ds) from None
+                if k == last:
+                    self._end_epoch(itr)
                 yield dp
-            self._end_epoch(itr)
 
     def _upstreams_live(self, live: bool) -> list[bool]:
         return [live or self._itr is not None]
