@@ -56,11 +56,10 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
         rebuild = self.__dict__.pop("_rebuild", None)
         if rebuild is not None:
             self._cache = self._read_pass(rebuild)
-        if self.__dict__.pop("_resume_ended", False):  # resumed after the first pass's end:
-            ended: Any = iter(range(len(self._cache or ())))  # an epoch at its end, whose
-            ended.__setstate__(len(self._cache or ()))  # position saves as the end (and no
-            self._replay = ended  # permutation: that pass drew none)
-            return iter(())
+        self._at_first_end = self.__dict__.pop("_resume_ended", False)
+        if self._at_first_end:  # resumed after the first pass's end: nothing left of this
+            self._replay = None  # epoch, which saves again as such (and draws no permutation:
+            return self._nothing()  # that pass drew none)
         cache = self._cache
         if cache is None:
             self._epoch_rng = None
@@ -91,12 +90,16 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
             else:
                 self._cache = seen
 
+    def _nothing(self) -> Iterator[Any]:
+        """The rest of an epoch resumed at its first pass's end: a generator, live until pulled."""
+        yield from ()
+
     def _read_pass(self, node: Any) -> list[Any]:
         load_subtree(self.ds, node, f"{type(self).__name__}'s upstream")
         return list(self.ds)
 
     def _iter_live(self) -> bool:
-        if self._cache is None:
+        if self._cache is None or self.__dict__.get("_at_first_end"):
             return DataFlow._iter_live(self)
         cur = self._replay
         return cur is not None and not exhausted(cur)

@@ -24,6 +24,11 @@ def _empty_epoch(stage: str, ds: DataFlow[Any]) -> ValueError:
     )
 
 
+def _nothing() -> Iterator[Any]:
+    """An epoch with nothing left: a generator, so that it counts as live until pulled."""
+    yield from ()
+
+
 def _counter(n: int, start: int) -> Iterator[int]:
     """An iterator over ``range(n)`` that has yielded ``start`` items (its position is the state)."""
     counter = iter(range(n))
@@ -154,7 +159,7 @@ class FixedSizeData(ProxyDataFlow):
         self._itr = None
         if position(counter, self._size) == self._size:  # resumed at the end of its epoch
             self._end_epoch(itr)
-            return iter(())
+            return _nothing()  # a generator: the epoch is live until pulled (see _iter_live)
         return self._fixed(counter, itr)
 
     def _end_epoch(self, itr: Iterator[Any]) -> None:

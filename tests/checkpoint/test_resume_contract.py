@@ -19,7 +19,15 @@ import pytest
 
 import dataflow as D
 from dataflow.checkpoint import state_from_json, state_to_json
-from tests.checkpoint._harness import canon, check_resume, cut_and_save, run_epochs
+from tests.checkpoint._harness import (
+    canon,
+    check_chain,
+    check_resume,
+    cut_and_save,
+    positions,
+    reference_run,
+    run_epochs,
+)
 
 
 def _list(n: int = 12, shuffle: bool = False, seed: int | None = 3) -> D.DataFlow:
@@ -88,6 +96,32 @@ BUILDERS: dict[str, Callable[[], D.DataFlow]] = {
 def test_stage_resumes_to_the_uninterrupted_stream(name: str) -> None:
     cuts = check_resume(BUILDERS[name], epochs=2, max_cuts=40)
     assert cuts > 3
+
+
+TAIL_BUILDERS = [
+    "cache below a batch with remainder",
+    "FixedSizeData below a shuffle buffer",
+    "FixedSizeData of FixedSizeData, no state kept",
+]
+
+
+TWICE_EXTRA: dict[str, Callable[[], D.DataFlow]] = {
+    "cache shuffled below a shuffle buffer": lambda: _list(7).cache(shuffle=True, seed=3).shuffle(3, seed=4),
+    "FixedSizeData no keep, shuffled": lambda: D.FixedSizeData(
+        _list(5).shuffle(3, seed=1), 3, keep_state=False
+    ),
+}
+
+
+@pytest.mark.parametrize("name", [*TAIL_BUILDERS, *TWICE_EXTRA])
+def test_preempted_twice_at_the_same_point_resumes_to_the_uninterrupted_stream(name: str) -> None:
+    """Saved, resumed, its iterator opened, saved again at the same point, resumed again: an
+    epoch resumed at its end saves again as such (it had drawn no permutation and had nothing
+    left), at every position of the run."""
+    build = TWICE_EXTRA.get(name) or BUILDERS[name]
+    reference = reference_run(build, 3)
+    for cut in range(len(positions([len(ep) for ep in reference]))):
+        check_chain(build, [cut, cut], 3, reference=reference)
 
 
 def test_text_lines_resume_by_byte_offset(tmp_path: Path) -> None:
