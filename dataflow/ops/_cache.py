@@ -9,6 +9,7 @@ from .._errors import StateError
 from .._state import load_subtree, save_subtree
 from .._state_fields import exhausted, field, plain_rng_state, position
 from ..base import DataFlow, ProxyDataFlow, ReentrancyGuard, RNGDataFlow
+from ._repeat import nothing
 
 __all__ = ["CacheData"]
 
@@ -59,7 +60,7 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
         self._at_first_end = self.__dict__.pop("_resume_ended", False)
         if self._at_first_end:  # resumed after the first pass's end: nothing left of this
             self._replay = None  # epoch, which saves again as such (and draws no permutation:
-            return self._nothing()  # that pass drew none)
+            return nothing()  # that pass drew none; a generator: live until pulled)
         cache = self._cache
         if cache is None:
             self._epoch_rng = None
@@ -89,10 +90,6 @@ class CacheData(ProxyDataFlow, RNGDataFlow[Any]):
                 self._rebuild = self._source
             else:
                 self._cache = seen
-
-    def _nothing(self) -> Iterator[Any]:
-        """The rest of an epoch resumed at its first pass's end: a generator, live until pulled."""
-        yield from ()
 
     def _read_pass(self, node: Any) -> list[Any]:
         load_subtree(self.ds, node, f"{type(self).__name__}'s upstream")

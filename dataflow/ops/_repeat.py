@@ -24,7 +24,7 @@ def _empty_epoch(stage: str, ds: DataFlow[Any]) -> ValueError:
     )
 
 
-def _nothing() -> Iterator[Any]:
+def nothing() -> Iterator[Any]:
     """An epoch with nothing left: a generator, so that it counts as live until pulled."""
     yield from ()
 
@@ -159,7 +159,7 @@ class FixedSizeData(ProxyDataFlow):
         self._itr = None
         if position(counter, self._size) == self._size:  # resumed at the end of its epoch
             self._end_epoch(itr)
-            return _nothing()  # a generator: the epoch is live until pulled (see _iter_live)
+            return nothing()  # a generator: the epoch is live until pulled (see _iter_live)
         return self._fixed(counter, itr)
 
     def _end_epoch(self, itr: Iterator[Any]) -> None:
